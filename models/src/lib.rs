@@ -1,0 +1,4 @@
+//! Model graphs built on rgml, and the pieces of the `rgml` command-line tool
+//! that tests and benchmarks share.
+
+pub mod graph_cases;

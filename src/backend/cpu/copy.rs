@@ -1,0 +1,187 @@
+//! Copy kernels: `cont`, `dup`, `cpy` and reading tensors out. Values move in
+//! logical order (`ne[0]` fastest), converting between plain types.
+//!
+//! Paths, fastest first: one flat memcpy (both packed, same type); per-row
+//! conversion (rows packed); a cache-blocked tile copy when the source is
+//! transposed (its unit-stride dim is not dim 0); a strided element loop.
+
+use half::{bf16, f16, slice::HalfFloatSliceExt};
+
+use super::mem::{Exec, Scalar, Strided};
+use crate::error::Result;
+
+/// Side of the square tiles of the transposing copy (elements).
+const TILE: usize = 32;
+
+/// Copies every element of `src` into `dst` (same element count).
+pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+    let (sd, ss) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, src.l.dtype)?);
+    let n = dst.l.nelements();
+    if n == 0 || dst.same_as(&src) {
+        return Ok(());
+    }
+    let same_shape = dst.l.ne == src.l.ne;
+    if sd == ss && dst.l.is_contiguous() && src.l.is_contiguous() {
+        let bytes = dst.l.nbytes();
+        let (d, s) = (dst.ptr() as usize, src.ptr() as usize);
+        ex.for_ranges(bytes.div_ceil(4096), 4096, |r| {
+            let (lo, hi) = (r.start * 4096, (r.end * 4096).min(bytes));
+            // SAFETY: both tensors are packed, inside their buffers, and do not
+            // overlap (a write never partly overlaps its source; `same_as` returned above).
+            unsafe { std::ptr::copy_nonoverlapping((s + lo) as *const u8, (d + lo) as *mut u8, hi - lo) };
+        });
+        return Ok(());
+    }
+    if same_shape && dst.packed_rows() && !src.packed_rows() {
+        if let Some(k) = (1..4).find(|&k| src.l.nb[k] == src.l.dtype.type_size() && src.l.ne[k] > 1) {
+            tiled_copy(ex, dst, sd, src, ss, k);
+            return Ok(());
+        }
+    }
+    if dst.l.ne[0] == src.l.ne[0] {
+        // element k = r*ne0 + i0 in both: row r maps to row r
+        let (ne0, nrows) = (dst.l.ne[0] as usize, dst.l.nrows());
+        ex.for_ranges(nrows as usize, ne0, |rows| {
+            for r in rows {
+                let r = r as i64;
+                // SAFETY: row r exists in both (same row count), lies in its buffer,
+                // and this thread alone writes dst's row r.
+                unsafe {
+                    convert_row(dst.row_at(r), sd, dst.l.nb[0], src.row_at(r), ss, src.l.nb[0], ne0);
+                }
+            }
+        });
+        return Ok(());
+    }
+    element_copy(ex, dst, sd, src, ss);
+    Ok(())
+}
+
+/// Converts `n` elements from `s` (stride `snb`) to `d` (stride `dnb`).
+///
+/// # Safety
+/// Both rows must be valid for `n` elements at their strides, and `d`'s
+/// elements written by this thread alone; they may not partly overlap.
+#[inline]
+unsafe fn convert_row(d: *mut u8, sd: Scalar, dnb: usize, s: *const u8, ss: Scalar, snb: usize, n: usize) {
+    let (dsz, ssz) = (dnb == elem_size(sd) || n <= 1, snb == elem_size(ss) || n <= 1);
+    // SAFETY: per the contract; packed rows of n elements form valid, disjoint slices.
+    unsafe {
+        if dsz && ssz {
+            match (ss, sd) {
+                _ if ss == sd => std::ptr::copy(s, d, n * elem_size(sd)),
+                (Scalar::F32, Scalar::F16) => std::slice::from_raw_parts_mut(d.cast::<f16>(), n)
+                    .convert_from_f32_slice(std::slice::from_raw_parts(s.cast::<f32>(), n)),
+                (Scalar::F16, Scalar::F32) => std::slice::from_raw_parts(s.cast::<f16>(), n)
+                    .convert_to_f32_slice(std::slice::from_raw_parts_mut(d.cast::<f32>(), n)),
+                (Scalar::F32, Scalar::BF16) => std::slice::from_raw_parts_mut(d.cast::<bf16>(), n)
+                    .convert_from_f32_slice(std::slice::from_raw_parts(s.cast::<f32>(), n)),
+                (Scalar::BF16, Scalar::F32) => std::slice::from_raw_parts(s.cast::<bf16>(), n)
+                    .convert_to_f32_slice(std::slice::from_raw_parts_mut(d.cast::<f32>(), n)),
+                _ => {
+                    for i in 0..n {
+                        sd.store(d.add(i * dnb), ss.load(s.add(i * snb)));
+                    }
+                }
+            }
+        } else {
+            for i in 0..n {
+                sd.store(d.wrapping_add(i * dnb), ss.load(s.wrapping_add(i * snb)));
+            }
+        }
+    }
+}
+
+fn elem_size(s: Scalar) -> usize {
+    match s {
+        Scalar::F32 | Scalar::I32 => 4,
+        Scalar::F16 | Scalar::BF16 | Scalar::I16 => 2,
+        Scalar::I8 => 1,
+    }
+}
+
+/// Same-shape copy from a source whose unit-stride dim is `k` (not 0) into a
+/// destination with packed rows, in `TILE`×`TILE` tiles over dims 0 and `k` so
+/// both sides stream whole cache lines.
+fn tiled_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar, k: usize) {
+    let ne = dst.l.ne;
+    let others: Vec<usize> = (1..4).filter(|&d| d != k).collect();
+    let (p, q) = (others[0], others[1]);
+    let kt = (ne[k] as usize).div_ceil(TILE);
+    let items = ne[p] as usize * ne[q] as usize * kt;
+    let (ne0, nek) = (ne[0] as usize, ne[k] as usize);
+    ex.for_ranges(items, TILE * ne0, |range| {
+        for item in range {
+            let kb = (item % kt) * TILE;
+            let iq = (item / kt) / ne[p] as usize;
+            let ip = (item / kt) % ne[p] as usize;
+            let mut idx = [0usize; 4];
+            idx[p] = ip;
+            idx[q] = iq;
+            let base = |t: &Strided, i0: usize, ik: usize| {
+                let mut ix = idx;
+                ix[k] = ik;
+                t.ptr().wrapping_add(i0 * t.l.nb[0] + ix[1] * t.l.nb[1] + ix[2] * t.l.nb[2] + ix[3] * t.l.nb[3])
+            };
+            for i0b in (0..ne0).step_by(TILE) {
+                for ik in kb..(kb + TILE).min(nek) {
+                    let d = base(&dst, i0b, ik);
+                    let s = base(&src, i0b, ik);
+                    let n = TILE.min(ne0 - i0b);
+                    // SAFETY: elements (i0b..i0b+n, ik) exist in both tensors (same
+                    // shape) and this item alone writes dst's k-strip kb..kb+TILE.
+                    unsafe { move_strip(d, sd, dst.l.nb[0], s, ss, src.l.nb[0], n) };
+                }
+            }
+        }
+    });
+}
+
+/// `n` elements along dim 0: typed moves when the types match, else conversion.
+///
+/// # Safety
+/// As [`convert_row`].
+#[inline(always)]
+unsafe fn move_strip(d: *mut u8, sd: Scalar, dnb: usize, s: *const u8, ss: Scalar, snb: usize, n: usize) {
+    // SAFETY: per the contract.
+    unsafe {
+        match (sd == ss, elem_size(sd)) {
+            (true, 4) => (0..n).for_each(|i| d.add(i * dnb).cast::<u32>().write(s.add(i * snb).cast::<u32>().read())),
+            (true, 2) => (0..n).for_each(|i| d.add(i * dnb).cast::<u16>().write(s.add(i * snb).cast::<u16>().read())),
+            _ => (0..n).for_each(|i| sd.store(d.add(i * dnb), ss.load(s.add(i * snb)))),
+        }
+    }
+}
+
+/// The general case: element `k` of `src` (logical order) to element `k` of `dst`.
+fn element_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar) {
+    let (dne, sne) = (dst.l.ne, src.l.ne);
+    let ne0 = dne[0] as usize;
+    ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
+        for r in rows {
+            let drow = dst.row_at(r as i64);
+            let mut k = r as i64 * dne[0];
+            for i0 in 0..dne[0] {
+                let s0 = k % sne[0];
+                let srow = src.row_at(k / sne[0]);
+                // SAFETY: k < nelements, so both indices are in range; this thread
+                // alone writes dst's row r.
+                unsafe {
+                    sd.store(
+                        drow.wrapping_add(i0 as usize * dst.l.nb[0]),
+                        ss.load(srow.wrapping_add(s0 as usize * src.l.nb[0])),
+                    );
+                }
+                k += 1;
+            }
+        }
+    });
+}
+
+/// Reads any float tensor into a `Vec<f32>` in logical order.
+pub(crate) fn read_f32(src: Strided) -> Result<Vec<f32>> {
+    let mut out = vec![0f32; src.l.nelements() as usize];
+    let dst = Strided::of_f32(&mut out, src.l.ne)?;
+    copy(&Exec { pool: None }, "read", dst, src)?;
+    Ok(out)
+}

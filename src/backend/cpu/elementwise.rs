@@ -1,0 +1,174 @@
+//! Elementwise kernels: binary ops with ggml's tiling broadcast, scale, unary.
+//!
+//! Paths: one flat loop when everything is packed F32 of one shape; a row loop
+//! when rows are packed F32 (the broadcast operand tiled along the row); a
+//! strided element loop with type conversion otherwise. In-place ops pass the
+//! same pointer as destination and first source: each element is read, then
+//! written, by one thread.
+
+use super::mem::{Exec, Scalar, Strided};
+use crate::error::Result;
+use crate::tensor::{BinaryOp, UnaryOp};
+
+/// Flat chunk length (elements) of the packed path.
+const CHUNK: usize = 1 << 14;
+
+/// `dst = a op b`, `b` tiled over `a`'s shape.
+pub(crate) fn binary(ex: &Exec, op: BinaryOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    match op {
+        BinaryOp::Add => binary_with(ex, dst, a, b, |x, y| x + y),
+        BinaryOp::Sub => binary_with(ex, dst, a, b, |x, y| x - y),
+        BinaryOp::Mul => binary_with(ex, dst, a, b, |x, y| x * y),
+        BinaryOp::Div => binary_with(ex, dst, a, b, |x, y| x / y),
+    }
+}
+
+/// `dst = a * s`.
+pub(crate) fn scale(ex: &Exec, s: f32, dst: Strided, a: Strided) -> Result<()> {
+    map_with(ex, dst, a, move |x| x * s)
+}
+
+/// `dst = f(a)`.
+pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: Strided, a: Strided) -> Result<()> {
+    match op {
+        UnaryOp::Relu => map_with(ex, dst, a, |x| if x > 0.0 { x } else { 0.0 }),
+        UnaryOp::Gelu => map_with(ex, dst, a, gelu),
+        UnaryOp::Silu => map_with(ex, dst, a, |x| x / (1.0 + (-x).exp())),
+        UnaryOp::Neg => map_with(ex, dst, a, |x| -x),
+        UnaryOp::Sqr => map_with(ex, dst, a, |x| x * x),
+        UnaryOp::Sqrt => map_with(ex, dst, a, f32::sqrt),
+        UnaryOp::Exp => map_with(ex, dst, a, f32::exp),
+    }
+}
+
+/// GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+pub(crate) fn gelu(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
+}
+
+fn all_f32(ts: &[&Strided]) -> bool {
+    ts.iter().all(|t| t.l.dtype == crate::DType::F32)
+}
+
+fn binary_with<F>(ex: &Exec, dst: Strided, a: Strided, b: Strided, f: F) -> Result<()>
+where
+    F: Fn(f32, f32) -> f32 + Sync + Send + Copy,
+{
+    let (sd, sa, sb) =
+        (Scalar::of("binary", dst.l.dtype)?, Scalar::of("binary", a.l.dtype)?, Scalar::of("binary", b.l.dtype)?);
+    let ne = dst.l.ne;
+    if dst.l.is_empty() {
+        return Ok(());
+    }
+    let f32s = all_f32(&[&dst, &a, &b]);
+    if f32s && a.l.ne == b.l.ne && dst.l.is_contiguous() && a.l.is_contiguous() && b.l.is_contiguous() {
+        let n = dst.l.nelements() as usize;
+        ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
+            let (lo, hi) = (chunks.start * CHUNK, (chunks.end * CHUNK).min(n));
+            let (d, x, y) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>(), b.ptr().cast::<f32>());
+            // SAFETY: all three are packed F32 of n elements inside their buffers;
+            // d may equal x or y exactly (in place), never partly.
+            unsafe {
+                for i in lo..hi {
+                    *d.add(i) = f(*x.add(i), *y.add(i));
+                }
+            }
+        });
+        return Ok(());
+    }
+    let bne = b.l.ne;
+    let ne0 = ne[0] as usize;
+    let packed = f32s && dst.packed_rows() && a.packed_rows() && b.packed_rows();
+    ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = super::mem::unravel_row(r as i64, &ne);
+            let d = dst.row(i1, i2, i3);
+            let x = a.row(i1, i2, i3);
+            let y = b.row(i1 % bne[1], i2 % bne[2], i3 % bne[3]);
+            // SAFETY: rows (i1,i2,i3) of dst and a and the tiled row of b exist;
+            // this thread alone writes dst's row.
+            unsafe {
+                if packed {
+                    row_f32(d.cast(), x.cast(), y.cast(), ne0, bne[0] as usize, f);
+                } else {
+                    let (dn, an, bn) = (dst.l.nb[0], a.l.nb[0], b.l.nb[0]);
+                    for i0 in 0..ne0 {
+                        let v = f(sa.load(x.add(i0 * an)), sb.load(y.add((i0 % bne[0] as usize) * bn)));
+                        sd.store(d.add(i0 * dn), v);
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One packed F32 row: `d[i] = f(x[i], y[i % m])`.
+///
+/// # Safety
+/// `d`, `x` hold `n` floats, `y` holds `m` floats; `d` may equal `x` or `y` exactly.
+#[inline(always)]
+unsafe fn row_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, m: usize, f: impl Fn(f32, f32) -> f32) {
+    // SAFETY: per the contract.
+    unsafe {
+        if m == n {
+            for i in 0..n {
+                *d.add(i) = f(*x.add(i), *y.add(i));
+            }
+        } else if m == 1 {
+            let c = *y;
+            for i in 0..n {
+                *d.add(i) = f(*x.add(i), c);
+            }
+        } else {
+            for start in (0..n).step_by(m) {
+                for j in 0..m {
+                    *d.add(start + j) = f(*x.add(start + j), *y.add(j));
+                }
+            }
+        }
+    }
+}
+
+fn map_with<F>(ex: &Exec, dst: Strided, a: Strided, f: F) -> Result<()>
+where
+    F: Fn(f32) -> f32 + Sync + Send + Copy,
+{
+    let (sd, sa) = (Scalar::of("unary", dst.l.dtype)?, Scalar::of("unary", a.l.dtype)?);
+    let ne = dst.l.ne;
+    if dst.l.is_empty() {
+        return Ok(());
+    }
+    let f32s = all_f32(&[&dst, &a]);
+    if f32s && dst.l.is_contiguous() && a.l.is_contiguous() {
+        let n = dst.l.nelements() as usize;
+        ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
+            let (lo, hi) = (chunks.start * CHUNK, (chunks.end * CHUNK).min(n));
+            let (d, x) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>());
+            // SAFETY: both are packed F32 of n elements; d may equal x exactly.
+            unsafe {
+                for i in lo..hi {
+                    *d.add(i) = f(*x.add(i));
+                }
+            }
+        });
+        return Ok(());
+    }
+    let ne0 = ne[0] as usize;
+    let (dn, an) = (dst.l.nb[0], a.l.nb[0]);
+    ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = super::mem::unravel_row(r as i64, &ne);
+            let (d, x) = (dst.row(i1, i2, i3), a.row(i1, i2, i3));
+            // SAFETY: row (i1,i2,i3) exists in both; this thread alone writes it.
+            unsafe {
+                for i0 in 0..ne0 {
+                    sd.store(d.add(i0 * dn), f(sa.load(x.add(i0 * an))));
+                }
+            }
+        }
+    });
+    Ok(())
+}

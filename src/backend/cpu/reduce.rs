@@ -1,0 +1,27 @@
+//! Reductions over dim 0.
+
+use super::mem::{unravel_row, Exec, Scalar, Strided};
+use crate::error::Result;
+
+/// `dst[0, i1, i2, i3] = Σ_i0 a[i0, i1, i2, i3]`, accumulated in f64 like ggml.
+pub(crate) fn sum_rows(ex: &Exec, dst: Strided, a: Strided) -> Result<()> {
+    let (sd, sa) = (Scalar::of("sum_rows", dst.l.dtype)?, Scalar::of("sum_rows", a.l.dtype)?);
+    let ne = a.l.ne;
+    let (ne0, an) = (ne[0] as usize, a.l.nb[0]);
+    ex.for_ranges(a.l.nrows() as usize, ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let x = a.row(i1, i2, i3);
+            let mut acc = 0f64;
+            // SAFETY: row (i1,i2,i3) of a holds ne0 elements at stride an; the
+            // single output element of this row is written by this thread alone.
+            unsafe {
+                for i0 in 0..ne0 {
+                    acc += sa.load(x.add(i0 * an)) as f64;
+                }
+                sd.store(dst.row(i1, i2, i3), acc as f32);
+            }
+        }
+    });
+    Ok(())
+}

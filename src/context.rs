@@ -1,0 +1,315 @@
+//! `Context`: the arena of tensor headers, the host data of leaves, and the
+//! per-storage write history that gives graphs eager program-order semantics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::host::{Element, HostBuffer};
+use crate::layout::{Layout, Overlap};
+use crate::tensor::{Flags, Op, Tensor, TensorId};
+
+static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Reads and writes of one storage since its last write, in program order.
+#[derive(Default, Debug)]
+struct StorageHistory {
+    last_write: Option<TensorId>,
+    readers_since_write: Vec<TensorId>,
+}
+
+/// The arena that owns tensor headers (and the host data of leaves).
+///
+/// Ops are methods on the context (see [`crate::ops`]); each returns the new
+/// tensor's [`TensorId`]. In a `no_alloc` context leaves get no data, so graphs
+/// of any size can be built and planned without memory.
+#[derive(Debug)]
+pub struct Context {
+    id: u32,
+    no_alloc: bool,
+    tensors: Vec<Tensor>,
+    data: Vec<Option<HostBuffer>>,
+    history: HashMap<TensorId, StorageHistory>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::new()
+    }
+}
+
+impl Context {
+    /// A context whose leaves own zero-initialised host data.
+    pub fn new() -> Context {
+        Context::with_alloc(true)
+    }
+    /// A context whose leaves get no data (shape-only graphs).
+    pub fn new_no_alloc() -> Context {
+        Context::with_alloc(false)
+    }
+    fn with_alloc(alloc: bool) -> Context {
+        Context {
+            id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
+            no_alloc: !alloc,
+            tensors: Vec::new(),
+            data: Vec::new(),
+            history: HashMap::new(),
+        }
+    }
+    /// This context's id (distinct for every context of the process).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+    /// True when leaves get no host data.
+    pub fn is_no_alloc(&self) -> bool {
+        self.no_alloc
+    }
+    /// Number of tensors.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+    /// True when the context holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+    /// All tensors in creation order.
+    pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
+        let ctx = self.id;
+        self.tensors.iter().enumerate().map(move |(i, t)| (TensorId { ctx, idx: i as u32 }, t))
+    }
+
+    /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
+    pub fn new_tensor(&mut self, dtype: DType, ne: &[i64]) -> Result<TensorId> {
+        if ne.is_empty() || ne.len() > 4 {
+            return Err(Error::shape("new_tensor", format!("1 to 4 dims, got {}", ne.len())));
+        }
+        let mut ne4 = [1i64; 4];
+        ne4[..ne.len()].copy_from_slice(ne);
+        let layout = Layout::contiguous(dtype, ne4)?;
+        let data = (!self.no_alloc).then(|| HostBuffer::zeroed(layout.nbytes()));
+        let id = self.push(Tensor::new(layout, Op::Leaf, vec![]))?;
+        self.data[id.index()] = data;
+        Ok(id)
+    }
+    /// A new 1-d leaf.
+    pub fn new_tensor_1d(&mut self, dtype: DType, ne0: i64) -> Result<TensorId> {
+        self.new_tensor(dtype, &[ne0])
+    }
+    /// A new 2-d leaf.
+    pub fn new_tensor_2d(&mut self, dtype: DType, ne0: i64, ne1: i64) -> Result<TensorId> {
+        self.new_tensor(dtype, &[ne0, ne1])
+    }
+    /// A new 3-d leaf.
+    pub fn new_tensor_3d(&mut self, dtype: DType, ne0: i64, ne1: i64, ne2: i64) -> Result<TensorId> {
+        self.new_tensor(dtype, &[ne0, ne1, ne2])
+    }
+    /// A new 4-d leaf.
+    pub fn new_tensor_4d(&mut self, dtype: DType, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<TensorId> {
+        self.new_tensor(dtype, &[ne0, ne1, ne2, ne3])
+    }
+    /// A new F32 leaf holding `values` (shape `ne`, contiguous order).
+    pub fn new_f32(&mut self, ne: &[i64], values: &[f32]) -> Result<TensorId> {
+        let id = self.new_tensor(DType::F32, ne)?;
+        self.set_data(id, values)?;
+        Ok(id)
+    }
+
+    /// The header of `id`.
+    pub fn tensor(&self, id: TensorId) -> Result<&Tensor> {
+        if id.ctx != self.id {
+            return Err(Error::UnknownTensor(format!("{id} belongs to context {}, not {}", id.ctx, self.id)));
+        }
+        self.tensors.get(id.index()).ok_or_else(|| Error::UnknownTensor(id.to_string()))
+    }
+    fn tensor_mut(&mut self, id: TensorId) -> Result<&mut Tensor> {
+        self.tensor(id)?;
+        Ok(&mut self.tensors[id.index()])
+    }
+    /// The layout of `id`.
+    pub fn layout(&self, id: TensorId) -> Result<Layout> {
+        Ok(self.tensor(id)?.layout)
+    }
+    /// The tensor that owns `id`'s storage (itself unless it is a view).
+    pub fn storage_root(&self, id: TensorId) -> Result<TensorId> {
+        Ok(self.tensor(id)?.view_src.unwrap_or(id))
+    }
+    /// A readable label: the name, or the id.
+    pub fn label(&self, id: TensorId) -> String {
+        match self.tensor(id) {
+            Ok(t) if !t.name.is_empty() => t.name.clone(),
+            _ => id.to_string(),
+        }
+    }
+
+    /// Names `id`; returns it for chaining.
+    pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) -> Result<TensorId> {
+        self.tensor_mut(id)?.name = name.into();
+        Ok(id)
+    }
+    /// The first tensor with this name.
+    pub fn find(&self, name: &str) -> Option<TensorId> {
+        self.tensors().find(|(_, t)| t.name == name).map(|(id, _)| id)
+    }
+    /// Marks `id` as a graph input (set before each run; never overwritten by the planner).
+    pub fn set_input(&mut self, id: TensorId) -> Result<()> {
+        self.tensor_mut(id)?.flags.input = true;
+        Ok(())
+    }
+    /// Marks `id` as a graph output (never overwritten or freed by the planner).
+    pub fn set_output(&mut self, id: TensorId) -> Result<()> {
+        self.tensor_mut(id)?.flags.output = true;
+        Ok(())
+    }
+    /// Marks `id` as a parameter.
+    pub fn set_param(&mut self, id: TensorId) -> Result<()> {
+        self.tensor_mut(id)?.flags.param = true;
+        Ok(())
+    }
+    /// The roles of `id`.
+    pub fn flags(&self, id: TensorId) -> Result<Flags> {
+        Ok(self.tensor(id)?.flags)
+    }
+
+    fn leaf_buffer(&mut self, id: TensorId) -> Result<&mut HostBuffer> {
+        let t = self.tensor(id)?;
+        if t.op != Op::Leaf {
+            return Err(Error::Invalid(format!(
+                "{}: data can only be set on a leaf, this is a {} node",
+                self.label(id),
+                t.op.name()
+            )));
+        }
+        let label = self.label(id);
+        self.data[id.index()].as_mut().ok_or(Error::NoData(label))
+    }
+    /// Copies `bytes` into the leaf `id` (exactly `nbytes` of them, in storage order).
+    pub fn set_bytes(&mut self, id: TensorId, bytes: &[u8]) -> Result<()> {
+        let label = self.label(id);
+        let buf = self.leaf_buffer(id)?;
+        if buf.len() != bytes.len() {
+            return Err(Error::DataSize { name: label, expected: buf.len(), found: bytes.len() });
+        }
+        buf.as_bytes_mut().copy_from_slice(bytes);
+        Ok(())
+    }
+    /// Copies `values` into the leaf `id`; `T` must be its element type.
+    pub fn set_data<T: Element>(&mut self, id: TensorId, values: &[T]) -> Result<()> {
+        let dtype = self.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("set_data({})", self.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        self.set_bytes(id, bytemuck::cast_slice(values))
+    }
+    /// The host bytes of leaf `id` (`None` for non-leaves and data-less leaves).
+    pub fn leaf_bytes(&self, id: TensorId) -> Option<&[u8]> {
+        self.tensor(id).ok()?;
+        self.data[id.index()].as_ref().map(HostBuffer::as_bytes)
+    }
+    /// The values of leaf `id` as `T` (its element type), in storage order.
+    pub fn data<T: Element>(&self, id: TensorId) -> Result<&[T]> {
+        let dtype = self.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("data({})", self.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        let bytes = self.leaf_bytes(id).ok_or_else(|| Error::NoData(self.label(id)))?;
+        // host buffers are 64-byte aligned and hold whole elements, so this cannot fail
+        bytemuck::try_cast_slice(bytes).map_err(|e| Error::Invalid(format!("data({}): {e}", self.label(id))))
+    }
+
+    /// Adds a header: records which storages it reads and writes (program
+    /// order), refuses overlapping writes, and returns its id.
+    pub(crate) fn push(&mut self, mut t: Tensor) -> Result<TensorId> {
+        let id = TensorId {
+            ctx: self.id,
+            idx: u32::try_from(self.tensors.len()).map_err(|_| Error::Invalid("too many tensors".into()))?,
+        };
+        for &s in &t.src {
+            self.tensor(s)?;
+        }
+        if t.op != Op::Leaf && !t.op.is_metadata() {
+            if t.writes_in_place() {
+                self.check_write(&t)?;
+            }
+            let mut roots: Vec<TensorId> =
+                t.src.iter().map(|&s| self.tensors[s.index()].view_src.unwrap_or(s)).collect();
+            roots.sort_unstable();
+            roots.dedup();
+            for r in roots {
+                let h = self.history.entry(r).or_default();
+                if let Some(w) = h.last_write {
+                    t.after.push(w);
+                }
+                h.readers_since_write.push(id);
+            }
+            if let (true, Some(root)) = (t.writes_in_place(), t.view_src) {
+                let h = self.history.entry(root).or_default();
+                t.after_readers = h.readers_since_write.drain(..).filter(|&r| r != id).collect();
+                h.last_write = Some(id);
+            }
+            t.after.sort_unstable();
+            t.after.dedup();
+        }
+        self.tensors.push(t);
+        self.data.push(None);
+        Ok(id)
+    }
+
+    /// The most recent node that wrote `id`'s storage, if any.
+    pub(crate) fn last_write(&self, id: TensorId) -> Option<TensorId> {
+        let root = self.storage_root(id).ok()?;
+        self.history.get(&root).and_then(|h| h.last_write)
+    }
+
+    /// A write must not map two elements to one byte, nor partly overlap a source.
+    fn check_write(&self, t: &Tensor) -> Result<()> {
+        let op = t.op.name();
+        let (Some(root), l) = (t.view_src, &t.layout) else { return Ok(()) };
+        if l.self_overlaps() {
+            return Err(Error::overlap(
+                op,
+                format!("destination ne={:?} nb={:?} maps several elements to the same bytes", l.ne, l.nb),
+            ));
+        }
+        for &s in &t.src {
+            let st = &self.tensors[s.index()];
+            if st.view_src.unwrap_or(s) != root {
+                continue;
+            }
+            if st.layout.overlap(st.view_offs, l, t.view_offs) == Overlap::Partial {
+                return Err(Error::overlap(
+                    op,
+                    format!(
+                        "source {} (ne={:?} nb={:?} offset {}) partly overlaps the destination (ne={:?} nb={:?} offset {}) in the same storage",
+                        self.label(s), st.layout.ne, st.layout.nb, st.view_offs, l.ne, l.nb, t.view_offs
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Tensor {
+    pub(crate) fn new(layout: Layout, op: Op, src: Vec<TensorId>) -> Tensor {
+        Tensor {
+            layout,
+            op,
+            src,
+            view_src: None,
+            view_offs: 0,
+            name: String::new(),
+            flags: Flags::default(),
+            after: Vec::new(),
+            after_readers: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Element types and their traits table: block size, bytes per block, alignment,
+//! and the ggml/GGUF type number. Quantized types are ggml's block formats.
+
+use std::fmt;
+
+/// An element type. Quantized types store `block_size()` values in
+/// `type_size()` bytes; plain types have a block size of 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(non_camel_case_types)]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16 (the top half of an f32).
+    BF16,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Signed 32-bit integer.
+    I32,
+    /// 32 values: f16 scale + 16 bytes of 4-bit quants.
+    Q4_0,
+    /// 32 values: f16 scale, f16 min + 16 bytes of 4-bit quants.
+    Q4_1,
+    /// 32 values: f16 scale, 4 bytes of high bits, 16 bytes of low nibbles.
+    Q5_0,
+    /// 32 values: f16 scale, f16 min, 4 bytes of high bits, 16 bytes of low nibbles.
+    Q5_1,
+    /// 32 values: f16 scale + 32 signed bytes.
+    Q8_0,
+    /// 32 values: f16 scale, f16 scale*sum + 32 signed bytes.
+    Q8_1,
+    /// 256-value super-block, 2-bit quants.
+    Q2_K,
+    /// 256-value super-block, 3-bit quants.
+    Q3_K,
+    /// 256-value super-block, 4-bit quants.
+    Q4_K,
+    /// 256-value super-block, 5-bit quants.
+    Q5_K,
+    /// 256-value super-block, 6-bit quants.
+    Q6_K,
+    /// 256-value super-block, 8-bit quants with f32 scale and block sums.
+    Q8_K,
+}
+
+/// One row of the traits table.
+struct Traits {
+    name: &'static str,
+    ggml_id: u32,
+    block_size: usize,
+    type_size: usize,
+    align: usize,
+}
+
+const fn t(name: &'static str, ggml_id: u32, block_size: usize, type_size: usize, align: usize) -> Traits {
+    Traits { name, ggml_id, block_size, type_size, align }
+}
+
+impl DType {
+    /// Every type, in table order.
+    pub const ALL: [DType; 18] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q8_1,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::Q8_K,
+    ];
+
+    const fn traits(self) -> Traits {
+        // name, ggml/GGUF id, values per block, bytes per block, alignment of the block struct
+        match self {
+            DType::F32 => t("f32", 0, 1, 4, 4),
+            DType::F16 => t("f16", 1, 1, 2, 2),
+            DType::BF16 => t("bf16", 30, 1, 2, 2),
+            DType::I8 => t("i8", 24, 1, 1, 1),
+            DType::I16 => t("i16", 25, 1, 2, 2),
+            DType::I32 => t("i32", 26, 1, 4, 4),
+            DType::Q4_0 => t("q4_0", 2, 32, 18, 2),
+            DType::Q4_1 => t("q4_1", 3, 32, 20, 2),
+            DType::Q5_0 => t("q5_0", 6, 32, 22, 2),
+            DType::Q5_1 => t("q5_1", 7, 32, 24, 2),
+            DType::Q8_0 => t("q8_0", 8, 32, 34, 2),
+            DType::Q8_1 => t("q8_1", 9, 32, 36, 2),
+            DType::Q2_K => t("q2_K", 10, 256, 84, 2),
+            DType::Q3_K => t("q3_K", 11, 256, 110, 2),
+            DType::Q4_K => t("q4_K", 12, 256, 144, 2),
+            DType::Q5_K => t("q5_K", 13, 256, 176, 2),
+            DType::Q6_K => t("q6_K", 14, 256, 210, 2),
+            DType::Q8_K => t("q8_K", 15, 256, 292, 4),
+        }
+    }
+
+    /// ggml's name for the type (`"f32"`, `"q4_0"`, `"q4_K"`…).
+    pub const fn name(self) -> &'static str {
+        self.traits().name
+    }
+    /// Values per block (1 for plain types).
+    pub const fn block_size(self) -> usize {
+        self.traits().block_size
+    }
+    /// Bytes per block (per element for plain types).
+    pub const fn type_size(self) -> usize {
+        self.traits().type_size
+    }
+    /// Required byte alignment of an element or block (that of its `#[repr(C)]` struct).
+    pub const fn align(self) -> usize {
+        self.traits().align
+    }
+    /// ggml's `enum ggml_type` value, as stored in GGUF files.
+    pub const fn ggml_id(self) -> u32 {
+        self.traits().ggml_id
+    }
+    /// The type with this ggml/GGUF number, if rgml knows it.
+    pub fn from_ggml_id(id: u32) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.ggml_id() == id)
+    }
+    /// The type with this ggml name (case-insensitive).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(name))
+    }
+    /// True for the block-quantized types.
+    pub const fn is_quantized(self) -> bool {
+        self.block_size() > 1
+    }
+    /// True for F32, F16 and BF16.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+    }
+    /// Bytes of a row of `ne` values, `None` if `ne` is not a whole number of
+    /// blocks or the size overflows (ggml's `ggml_row_size`).
+    pub fn row_size(self, ne: i64) -> Option<usize> {
+        let ne = usize::try_from(ne).ok()?;
+        if ne % self.block_size() != 0 {
+            return None;
+        }
+        (ne / self.block_size()).checked_mul(self.type_size())
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_matches_ggml() {
+        // (type, block size, bytes per block, ggml id) as in ggml's type_traits
+        let expect = [
+            (DType::F32, 1, 4, 0),
+            (DType::F16, 1, 2, 1),
+            (DType::BF16, 1, 2, 30),
+            (DType::I8, 1, 1, 24),
+            (DType::I16, 1, 2, 25),
+            (DType::I32, 1, 4, 26),
+            (DType::Q4_0, 32, 2 + 16, 2),
+            (DType::Q4_1, 32, 2 + 2 + 16, 3),
+            (DType::Q5_0, 32, 2 + 4 + 16, 6),
+            (DType::Q5_1, 32, 2 + 2 + 4 + 16, 7),
+            (DType::Q8_0, 32, 2 + 32, 8),
+            (DType::Q8_1, 32, 2 + 2 + 32, 9),
+            (DType::Q2_K, 256, 16 + 64 + 2 + 2, 10),
+            (DType::Q3_K, 256, 32 + 64 + 12 + 2, 11),
+            (DType::Q4_K, 256, 2 + 2 + 12 + 128, 12),
+            (DType::Q5_K, 256, 2 + 2 + 12 + 32 + 128, 13),
+            (DType::Q6_K, 256, 128 + 64 + 16 + 2, 14),
+            (DType::Q8_K, 256, 4 + 256 + 32, 15),
+        ];
+        for (d, bs, ts, id) in expect {
+            assert_eq!((d.block_size(), d.type_size(), d.ggml_id()), (bs, ts, id), "{d}");
+            assert_eq!(DType::from_ggml_id(id), Some(d));
+            assert_eq!(DType::from_name(d.name()), Some(d));
+            assert_eq!(d.type_size() % d.align(), 0, "{d}: block size not a multiple of its alignment");
+        }
+        assert_eq!(DType::from_ggml_id(4), None, "Q4_2 was removed from ggml");
+    }
+
+    #[test]
+    fn row_size_is_block_aware() {
+        assert_eq!(DType::F32.row_size(7), Some(28));
+        assert_eq!(DType::Q4_0.row_size(64), Some(36));
+        assert_eq!(DType::Q4_0.row_size(48), None);
+        assert_eq!(DType::Q6_K.row_size(512), Some(420));
+        assert_eq!(DType::Q8_0.row_size(0), Some(0));
+        assert_eq!(DType::F32.row_size(-1), None);
+        assert_eq!(DType::F32.row_size(i64::MAX), None);
+    }
+}

@@ -1,0 +1,111 @@
+//! The crate's error type. Every bad input is reported here, never by a panic.
+
+use crate::dtype::DType;
+
+/// Result alias used throughout rgml.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when building, planning or running a graph.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Shapes that do not fit the op's rule (broadcast, matmul, element counts…).
+    #[error("{op}: {msg}")]
+    Shape {
+        /// The op that refused its inputs.
+        op: &'static str,
+        /// What was wrong, with the shapes involved.
+        msg: String,
+    },
+    /// An op that needs a contiguous input (reshape) got a strided one.
+    #[error("{op}: input must be contiguous, got ne={ne:?} nb={nb:?} ({dtype})")]
+    NotContiguous {
+        /// The op.
+        op: &'static str,
+        /// Shape of the input.
+        ne: [i64; 4],
+        /// Strides of the input, in bytes.
+        nb: [usize; 4],
+        /// Element type of the input.
+        dtype: DType,
+    },
+    /// A view whose bytes would fall outside its storage, or that is misaligned.
+    #[error("{op}: invalid view: {msg}")]
+    InvalidView {
+        /// The view op.
+        op: &'static str,
+        /// What was wrong, with the numbers.
+        msg: String,
+    },
+    /// A write into a layout that maps several elements to the same bytes, or
+    /// that partly overlaps one of the op's own inputs.
+    #[error("{op}: overlapping write: {msg}")]
+    OverlappingWrite {
+        /// The writing op.
+        op: &'static str,
+        /// Which tensors overlap, and how.
+        msg: String,
+    },
+    /// The op does not accept this element type.
+    #[error("{op}: unsupported type {dtype}")]
+    Unsupported {
+        /// The op.
+        op: &'static str,
+        /// The type it does not accept.
+        dtype: DType,
+    },
+    /// Two element types that must agree do not.
+    #[error("{what}: expected {expected}, found {found}")]
+    DTypeMismatch {
+        /// Where the mismatch was found.
+        what: String,
+        /// The type that was needed.
+        expected: DType,
+        /// The type that was given.
+        found: DType,
+    },
+    /// A tensor id that does not belong to this context or graph.
+    #[error("unknown tensor {0}")]
+    UnknownTensor(String),
+    /// A leaf was read or written but holds no data (no_alloc context, or not set).
+    #[error("tensor {0} has no data")]
+    NoData(String),
+    /// A data buffer whose length does not match the tensor.
+    #[error("tensor {name}: expected {expected} bytes of data, got {found}")]
+    DataSize {
+        /// The tensor's name.
+        name: String,
+        /// Bytes the tensor holds.
+        expected: usize,
+        /// Bytes that were given.
+        found: usize,
+    },
+    /// A graph, plan or buffer used with a context or graph it was not made for.
+    #[error("mismatch: {0}")]
+    Mismatch(String),
+    /// Invalid argument to an API call.
+    #[error("{0}")]
+    Invalid(String),
+    /// A backend or library that is not present on this machine.
+    #[error("{what} is not available: {why}")]
+    Unavailable {
+        /// The backend or library.
+        what: String,
+        /// Why, and what to do about it.
+        why: String,
+    },
+    /// I/O error (files, maps).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::Shape { op, msg: msg.into() }
+    }
+    pub(crate) fn view(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::InvalidView { op, msg: msg.into() }
+    }
+    pub(crate) fn overlap(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::OverlappingWrite { op, msg: msg.into() }
+    }
+}

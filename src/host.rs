@@ -1,0 +1,96 @@
+//! Host memory: 64-byte aligned byte buffers (safe code, via bytemuck), and the
+//! `Element` trait that ties Rust scalar types to their `DType`.
+
+use crate::dtype::DType;
+use half::{bf16, f16};
+
+/// Alignment of every host buffer rgml allocates, in bytes.
+pub const HOST_ALIGN: usize = 64;
+
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+struct Line([u8; HOST_ALIGN]);
+
+/// A zero-initialised, 64-byte aligned byte buffer.
+#[derive(Clone)]
+pub struct HostBuffer {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+impl HostBuffer {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> HostBuffer {
+        HostBuffer { lines: bytemuck::allocation::zeroed_vec(len.div_ceil(HOST_ALIGN)), len }
+    }
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
+        let mut b = HostBuffer::zeroed(bytes.len());
+        b.as_bytes_mut().copy_from_slice(bytes);
+        b
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.lines)[..self.len]
+    }
+    /// The bytes, writable.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.len]
+    }
+}
+
+impl std::fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostBuffer({} bytes)", self.len)
+    }
+}
+
+/// A Rust scalar type that is the element of a plain `DType`.
+pub trait Element: bytemuck::Pod + Send + Sync {
+    /// The matching element type.
+    const DTYPE: DType;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+}
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+}
+impl Element for bf16 {
+    const DTYPE: DType = DType::BF16;
+}
+impl Element for i8 {
+    const DTYPE: DType = DType::I8;
+}
+impl Element for i16 {
+    const DTYPE: DType = DType::I16;
+}
+impl Element for i32 {
+    const DTYPE: DType = DType::I32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_zeroed() {
+        for len in [0, 1, 63, 64, 65, 1000] {
+            let b = HostBuffer::zeroed(len);
+            assert_eq!(b.len(), len);
+            assert!(b.as_bytes().iter().all(|&x| x == 0));
+            assert_eq!(b.as_bytes().as_ptr() as usize % HOST_ALIGN, 0);
+        }
+        let b = HostBuffer::from_bytes(&[1, 2, 3]);
+        assert_eq!(b.as_bytes(), &[1, 2, 3]);
+    }
+}

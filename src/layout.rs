@@ -1,0 +1,250 @@
+//! `Layout`: a tensor's element type, shape (`ne`) and byte strides (`nb`), with
+//! ggml's predicates. Pure metadata: nothing here touches data.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Shape and strides of a tensor, ggml's way: `ne[0]` is the fastest dim, strides
+/// are in bytes, and for block types dim 0 is addressed in blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    /// Element type.
+    pub dtype: DType,
+    /// Element counts per dim; unused dims are 1.
+    pub ne: [i64; 4],
+    /// Byte strides per dim (for block types, `nb[0]` is the stride of one block).
+    pub nb: [usize; 4],
+}
+
+/// How two layouts placed in the same storage share bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// No byte is shared.
+    None,
+    /// The same elements at the same places (same offset, shape and strides).
+    Same,
+    /// Some bytes are shared by different elements.
+    Partial,
+}
+
+/// Element count above which the exact overlap checks give up and answer "overlaps".
+const EXACT_OVERLAP_LIMIT: i64 = 1 << 20;
+
+impl Layout {
+    /// A fresh contiguous layout: `nb[0] = type_size`, `nb[1] = nb[0]*ne[0]/block`,
+    /// `nb[i] = nb[i-1]*ne[i-1]`. Errors on negative dims, a dim 0 that is not a
+    /// whole number of blocks, or a size that overflows.
+    pub fn contiguous(dtype: DType, ne: [i64; 4]) -> Result<Layout> {
+        if ne.iter().any(|&n| n < 0) {
+            return Err(Error::shape("new_tensor", format!("negative dimension in ne={ne:?}")));
+        }
+        let row = dtype.row_size(ne[0]).ok_or_else(|| {
+            Error::shape(
+                "new_tensor",
+                format!("ne[0]={} is not a multiple of {}'s block size {}", ne[0], dtype, dtype.block_size()),
+            )
+        })?;
+        let mut nb = [dtype.type_size(), row, 0, 0];
+        for i in 2..4 {
+            nb[i] = nb[i - 1]
+                .checked_mul(ne[i - 1] as usize)
+                .ok_or_else(|| Error::shape("new_tensor", format!("size of ne={ne:?} ({dtype}) overflows")))?;
+        }
+        let layout = Layout { dtype, ne, nb };
+        match layout.checked_nbytes() {
+            Some(n) if n <= isize::MAX as usize && nb[3].checked_mul(ne[3] as usize).is_some() => Ok(layout),
+            _ => Err(Error::shape("new_tensor", format!("size of ne={ne:?} ({dtype}) overflows"))),
+        }
+    }
+
+    /// Number of elements.
+    pub fn nelements(&self) -> i64 {
+        self.ne.iter().product()
+    }
+    /// Number of rows (`ne[1]*ne[2]*ne[3]`).
+    pub fn nrows(&self) -> i64 {
+        self.ne[1] * self.ne[2] * self.ne[3]
+    }
+    /// Bytes of one contiguous row of `ne[0]` values.
+    pub fn row_size(&self) -> usize {
+        self.ne[0] as usize / self.dtype.block_size() * self.dtype.type_size()
+    }
+    /// True if any dim is 0.
+    pub fn is_empty(&self) -> bool {
+        self.ne.contains(&0)
+    }
+    /// Blocks (elements for plain types) along dim 0.
+    pub fn units0(&self) -> i64 {
+        self.ne[0] / self.dtype.block_size() as i64
+    }
+
+    /// The byte extent `[0, nbytes)` the tensor touches from its start (ggml's
+    /// `ggml_nbytes`), `None` if it overflows. 0 for an empty tensor.
+    pub fn checked_nbytes(&self) -> Option<usize> {
+        if self.is_empty() {
+            return Some(0);
+        }
+        let mut n = if self.dtype.block_size() == 1 {
+            // the last element covers type_size bytes
+            (self.ne[0] as usize - 1).checked_mul(self.nb[0])?.checked_add(self.dtype.type_size())?
+        } else {
+            (self.units0() as usize).checked_mul(self.nb[0])?
+        };
+        for i in 1..4 {
+            n = n.checked_add((self.ne[i] as usize - 1).checked_mul(self.nb[i])?)?;
+        }
+        Some(n)
+    }
+    /// [`Layout::checked_nbytes`] for a layout already known to be valid.
+    pub fn nbytes(&self) -> usize {
+        self.checked_nbytes().unwrap_or(usize::MAX)
+    }
+
+    /// Byte offset of element `(i0,i1,i2,i3)` (for block types `i0` must be a block start).
+    pub fn offset_of(&self, i: [i64; 4]) -> usize {
+        let u0 = i[0] as usize / self.dtype.block_size();
+        u0 * self.nb[0] + i[1] as usize * self.nb[1] + i[2] as usize * self.nb[2] + i[3] as usize * self.nb[3]
+    }
+
+    /// ggml's `ggml_is_contiguous`: packed rows in dim order, block aware, size-1 dims ignored.
+    pub fn is_contiguous(&self) -> bool {
+        self.is_contiguous_from(0)
+    }
+    /// ggml's `ggml_is_contiguous_1`: like `is_contiguous` but dim 1 may be strided.
+    pub fn is_contiguous_1(&self) -> bool {
+        self.is_contiguous_from(1)
+    }
+    /// ggml's `ggml_is_contiguous_m_n(t, m, 4)`: dims `1..=m` may have any stride.
+    fn is_contiguous_from(&self, m: usize) -> bool {
+        let ts = self.dtype.type_size();
+        if self.ne[0] != self.dtype.block_size() as i64 && self.nb[0] != ts {
+            return false;
+        }
+        let mut next = ts * (self.units0() as usize);
+        for i in 1..4 {
+            if i > m {
+                if self.ne[i] != 1 && self.nb[i] != next {
+                    return false;
+                }
+                next *= self.ne[i] as usize;
+            } else {
+                next = self.ne[i] as usize * self.nb[i];
+            }
+        }
+        true
+    }
+    /// ggml's `ggml_is_contiguous_rows`: each row is packed (dims ≥ 1 may be strided).
+    pub fn is_contiguous_rows(&self) -> bool {
+        self.ne[0] == self.dtype.block_size() as i64 || self.nb[0] == self.dtype.type_size()
+    }
+    /// ggml's `ggml_is_transposed`: `nb[0] > nb[1]`.
+    pub fn is_transposed(&self) -> bool {
+        self.nb[0] > self.nb[1]
+    }
+    /// ggml's `ggml_is_permuted`: strides not increasing with the dim.
+    pub fn is_permuted(&self) -> bool {
+        self.nb[0] > self.nb[1] || self.nb[1] > self.nb[2] || self.nb[2] > self.nb[3]
+    }
+    /// Same `ne`.
+    pub fn same_shape(&self, other: &Layout) -> bool {
+        self.ne == other.ne
+    }
+    /// Same `nb`.
+    pub fn same_stride(&self, other: &Layout) -> bool {
+        self.nb == other.nb
+    }
+    /// ggml's `ggml_can_repeat(self, other)`: `other` is a whole tiling of `self`.
+    pub fn can_repeat(&self, other: &Layout) -> bool {
+        if self.is_empty() {
+            return other.is_empty();
+        }
+        (0..4).all(|i| other.ne[i] % self.ne[i] == 0)
+    }
+
+    /// True if two different elements (blocks) share a byte: a stride 0 on a
+    /// dim of size > 1, or strides too small for the dims below them. Exact up
+    /// to 2^20 elements; above that, layouts that fail the sorted-stride test
+    /// are reported as overlapping.
+    pub fn self_overlaps(&self) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let mut dims: Vec<(usize, i64)> = (0..4)
+            .map(|i| (self.nb[i], if i == 0 { self.units0() } else { self.ne[i] }))
+            .filter(|&(_, n)| n > 1)
+            .collect();
+        dims.sort_unstable();
+        let mut extent = self.dtype.type_size();
+        let mut packed = true;
+        for &(nb, n) in &dims {
+            if nb < extent {
+                packed = false;
+                break;
+            }
+            extent = nb * (n as usize - 1) + extent;
+        }
+        if packed {
+            return false;
+        }
+        if self.nelements() / self.dtype.block_size() as i64 > EXACT_OVERLAP_LIMIT {
+            return true;
+        }
+        let mut starts = self.unit_offsets(0);
+        starts.sort_unstable();
+        starts.windows(2).any(|w| w[1] - w[0] < self.dtype.type_size())
+    }
+
+    /// How `self` at byte `off` and `other` at byte `other_off` of one storage share bytes.
+    pub fn overlap(&self, off: usize, other: &Layout, other_off: usize) -> Overlap {
+        if self.is_empty() || other.is_empty() {
+            return Overlap::None;
+        }
+        let (a0, a1) = (off, off + self.nbytes());
+        let (b0, b1) = (other_off, other_off + other.nbytes());
+        if a1 <= b0 || b1 <= a0 {
+            return Overlap::None;
+        }
+        if off == other_off && self == other {
+            return Overlap::Same;
+        }
+        let n = (self.nelements() / self.dtype.block_size() as i64)
+            .saturating_add(other.nelements() / other.dtype.block_size() as i64);
+        if n > EXACT_OVERLAP_LIMIT {
+            return Overlap::Partial;
+        }
+        let mut a: Vec<(usize, usize)> =
+            self.unit_offsets(off).into_iter().map(|s| (s, s + self.dtype.type_size())).collect();
+        let mut b: Vec<(usize, usize)> =
+            other.unit_offsets(other_off).into_iter().map(|s| (s, s + other.dtype.type_size())).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if a[i].1 <= b[j].0 {
+                i += 1;
+            } else if b[j].1 <= a[i].0 {
+                j += 1;
+            } else {
+                return Overlap::Partial;
+            }
+        }
+        Overlap::None
+    }
+
+    /// Start byte of every element (block) in logical order, plus `base`.
+    fn unit_offsets(&self, base: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.nelements() as usize);
+        for i3 in 0..self.ne[3] as usize {
+            for i2 in 0..self.ne[2] as usize {
+                for i1 in 0..self.ne[1] as usize {
+                    let row = base + i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3];
+                    out.extend((0..self.units0() as usize).map(|u| row + u * self.nb[0]));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

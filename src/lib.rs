@@ -1,0 +1,42 @@
+//! rgml: a ggml-style static compute graph executor.
+//!
+//! Build a graph of ggml ops over strided tensors in a [`Context`], collect
+//! what the outputs need into a [`Graph`], place its buffers with a [`Plan`]
+//! and run it on a backend ([`CpuBackend`]).
+//!
+//! ```
+//! use rgml::{Context, CpuBackend, Graph};
+//! let mut ctx = Context::new();
+//! let a = ctx.new_f32(&[3, 2], &[1., 2., 3., 4., 5., 6.]).unwrap();
+//! let row0 = ctx.view_1d(a, 3, 0).unwrap();        // a view: zero bytes moved
+//! let one = ctx.new_f32(&[1], &[1.0]).unwrap();
+//! let w = ctx.add_inplace(row0, one).unwrap();     // writes through the view into a
+//! let at = ctx.transpose(a).unwrap();
+//! let c = ctx.cont(at).unwrap();                   // the priced copy; sees the write
+//! let graph = Graph::build(&ctx, &[w, c]).unwrap();
+//! let out = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+//! assert_eq!(out.read_f32(&ctx, c).unwrap(), vec![2., 5., 3., 6., 4., 7.]);
+//! ```
+
+pub mod backend;
+pub mod context;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod host;
+pub mod layout;
+pub mod ops;
+pub mod plan;
+pub mod tensor;
+
+pub use backend::cpu::{CpuBackend, CpuStorage};
+pub use context::Context;
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use graph::{Dep, Graph};
+pub use host::{Element, HostBuffer};
+pub use layout::{Layout, Overlap};
+pub use plan::{Place, Plan, CPU_ALIGNMENT};
+pub use tensor::{BinaryOp, Flags, Op, Tensor, TensorId, UnaryOp};
+
+pub use half::{bf16, f16};

@@ -1,0 +1,53 @@
+//! Copies: `cont`, `dup` (new contiguous tensors) and `cpy` (into an existing
+//! tensor, converting the type). These are the priced data movements.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::tensor::{Op, TensorId};
+
+impl Context {
+    /// A contiguous copy of `a` (same type and shape). This is the explicit,
+    /// priced copy that turns a strided view into packed rows.
+    pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
+        let l = self.copyable("cont", a)?;
+        self.new_result(Op::Cont, l.dtype, l.ne, vec![a])
+    }
+    /// A contiguous copy of `a` with a new shape of the same element count
+    /// (ggml's `cont_4d`): the copy runs in `a`'s logical order.
+    pub fn cont_reshape(&mut self, a: TensorId, ne: &[i64]) -> Result<TensorId> {
+        let l = self.copyable("cont", a)?;
+        if ne.is_empty() || ne.len() > 4 {
+            return Err(Error::shape("cont", format!("1 to 4 dims, got {}", ne.len())));
+        }
+        let mut ne4 = [1i64; 4];
+        ne4[..ne.len()].copy_from_slice(ne);
+        if ne4.iter().try_fold(1i64, |acc, &n| if n < 0 { None } else { acc.checked_mul(n) }) != Some(l.nelements()) {
+            return Err(Error::shape("cont", format!("cannot copy ne={:?} into shape {ne:?}", l.ne)));
+        }
+        self.new_result(Op::Cont, l.dtype, ne4, vec![a])
+    }
+    /// A new contiguous copy of `a` (ggml's `dup`).
+    pub fn dup(&mut self, a: TensorId) -> Result<TensorId> {
+        let l = self.copyable("dup", a)?;
+        self.new_result(Op::Dup, l.dtype, l.ne, vec![a])
+    }
+    /// Copies `a` into `b`'s bytes, converting between F32, F16 and BF16, and
+    /// returns a view of `b`. Both must hold the same number of elements; values
+    /// go across in logical (row-major, `ne[0]` fastest) order, so the shapes may
+    /// differ. `b` may be any non-overlapping strided view (e.g. a KV-cache slot).
+    pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        let la = self.copyable("cpy", a)?;
+        let lb = self.copyable("cpy", b)?;
+        if la.nelements() != lb.nelements() {
+            return Err(Error::shape(
+                "cpy",
+                format!("{} elements (ne={:?}) into {} (ne={:?})", la.nelements(), la.ne, lb.nelements(), lb.ne),
+            ));
+        }
+        self.in_place_result(Op::Cpy, b, vec![a, b])
+    }
+
+    fn copyable(&self, op: &'static str, a: TensorId) -> Result<crate::Layout> {
+        self.require_float(op, a)
+    }
+}

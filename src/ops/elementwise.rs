@@ -1,0 +1,110 @@
+//! Elementwise ops: binary (`add`, `sub`, `mul`, `div` with ggml's tiling
+//! broadcast), `scale`, and the unary functions; each with an `_inplace` twin
+//! that writes into its first input and returns a view of it.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::tensor::{BinaryOp, Op, TensorId, UnaryOp};
+
+impl Context {
+    /// `a op b` with `b` tiled over `a`: in every dim `a.ne[i] % b.ne[i] == 0`,
+    /// and `b` is read at index `i % b.ne[i]`. The result has `a`'s shape and type.
+    pub fn binary(&mut self, op: BinaryOp, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId> {
+        let la = self.require_float(op.name(), a)?;
+        let lb = self.require_float(op.name(), b)?;
+        if !lb.can_repeat(&la) {
+            return Err(Error::shape(
+                op.name(),
+                format!(
+                    "b (ne={:?}) does not tile a (ne={:?}): each a.ne[i] must be a multiple of b.ne[i]",
+                    lb.ne, la.ne
+                ),
+            ));
+        }
+        if inplace {
+            self.in_place_result(Op::Binary(op), a, vec![a, b])
+        } else {
+            self.new_result(Op::Binary(op), la.dtype, la.ne, vec![a, b])
+        }
+    }
+    /// `a + b` (b broadcast by tiling).
+    pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Add, a, b, false)
+    }
+    /// `a += b`, returns a view of `a`.
+    pub fn add_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Add, a, b, true)
+    }
+    /// `a - b` (b broadcast by tiling).
+    pub fn sub(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Sub, a, b, false)
+    }
+    /// `a -= b`, returns a view of `a`.
+    pub fn sub_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Sub, a, b, true)
+    }
+    /// `a * b` (b broadcast by tiling).
+    pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Mul, a, b, false)
+    }
+    /// `a *= b`, returns a view of `a`.
+    pub fn mul_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Mul, a, b, true)
+    }
+    /// `a / b` (b broadcast by tiling).
+    pub fn div(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Div, a, b, false)
+    }
+    /// `a /= b`, returns a view of `a`.
+    pub fn div_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Div, a, b, true)
+    }
+
+    /// `a * s`.
+    pub fn scale(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
+        let l = self.require_float("scale", a)?;
+        self.new_result(Op::Scale(s), l.dtype, l.ne, vec![a])
+    }
+    /// `a *= s`, returns a view of `a`.
+    pub fn scale_inplace(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
+        self.require_float("scale", a)?;
+        self.in_place_result(Op::Scale(s), a, vec![a])
+    }
+
+    /// `f(a)` elementwise.
+    pub fn unary(&mut self, op: UnaryOp, a: TensorId, inplace: bool) -> Result<TensorId> {
+        let l = self.require_float(op.name(), a)?;
+        if inplace {
+            self.in_place_result(Op::Unary(op), a, vec![a])
+        } else {
+            self.new_result(Op::Unary(op), l.dtype, l.ne, vec![a])
+        }
+    }
+}
+
+macro_rules! unary_ops {
+    ($($name:ident, $inplace:ident, $op:ident, $doc:literal;)*) => {
+        impl Context {
+            $(
+                #[doc = $doc]
+                pub fn $name(&mut self, a: TensorId) -> Result<TensorId> {
+                    self.unary(UnaryOp::$op, a, false)
+                }
+                #[doc = concat!($doc, " In place: returns a view of `a`.")]
+                pub fn $inplace(&mut self, a: TensorId) -> Result<TensorId> {
+                    self.unary(UnaryOp::$op, a, true)
+                }
+            )*
+        }
+    };
+}
+
+unary_ops! {
+    relu, relu_inplace, Relu, "`max(a, 0)`.";
+    gelu, gelu_inplace, Gelu, "GELU (tanh approximation, as ggml).";
+    silu, silu_inplace, Silu, "`a * sigmoid(a)`.";
+    neg, neg_inplace, Neg, "`-a`.";
+    sqr, sqr_inplace, Sqr, "`a * a`.";
+    sqrt, sqrt_inplace, Sqrt, "`sqrt(a)`.";
+    exp, exp_inplace, Exp, "`exp(a)`.";
+}

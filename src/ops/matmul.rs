@@ -1,0 +1,37 @@
+//! `mul_mat`, ggml's matrix product.
+
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::{Op, TensorId};
+
+impl Context {
+    /// ggml's `mul_mat(a, b)`: both hold rows of `K = ne[0]` values; the F32
+    /// result has `ne = [a.ne1, b.ne1, b.ne2, b.ne3]` and
+    /// `out[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]` with
+    /// `r2 = b.ne2/a.ne2`, `r3 = b.ne3/a.ne3`: each matrix of `a` serves
+    /// consecutive matrices of `b` (integer-division broadcast, unlike `add`).
+    /// Any strides are accepted.
+    pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        let la = self.require_float("mul_mat", a)?;
+        let lb = self.require_float("mul_mat", b)?;
+        if la.ne[0] != lb.ne[0] {
+            return Err(Error::shape(
+                "mul_mat",
+                format!("a.ne[0]={} != b.ne[0]={} (a ne={:?}, b ne={:?})", la.ne[0], lb.ne[0], la.ne, lb.ne),
+            ));
+        }
+        for d in 2..4 {
+            if la.ne[d] == 0 || lb.ne[d] % la.ne[d] != 0 {
+                return Err(Error::shape(
+                    "mul_mat",
+                    format!(
+                        "b.ne[{d}]={} is not a multiple of a.ne[{d}]={} (a ne={:?}, b ne={:?})",
+                        lb.ne[d], la.ne[d], la.ne, lb.ne
+                    ),
+                ));
+            }
+        }
+        self.new_result(Op::MulMat, DType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]], vec![a, b])
+    }
+}
