@@ -11,17 +11,38 @@ pub const HOST_ALIGN: usize = 64;
 #[repr(C, align(64))]
 struct Line([u8; HOST_ALIGN]);
 
+/// Buffers at least this large are anonymous maps advised to use huge pages
+/// (fewer TLB misses for strided kernels); smaller ones are heap vectors.
+const MAP_MIN: usize = 4 << 20;
+
+enum Bytes {
+    Heap(Vec<Line>),
+    Map(memmap2::MmapMut),
+}
+
 /// A zero-initialised, 64-byte aligned byte buffer.
-#[derive(Clone)]
 pub struct HostBuffer {
-    lines: Vec<Line>,
+    bytes: Bytes,
     len: usize,
+}
+
+impl Clone for HostBuffer {
+    fn clone(&self) -> Self {
+        HostBuffer::from_bytes(self.as_bytes())
+    }
 }
 
 impl HostBuffer {
     /// `len` zero bytes.
     pub fn zeroed(len: usize) -> HostBuffer {
-        HostBuffer { lines: bytemuck::allocation::zeroed_vec(len.div_ceil(HOST_ALIGN)), len }
+        if len >= MAP_MIN {
+            if let Ok(map) = memmap2::MmapMut::map_anon(len) {
+                #[cfg(target_os = "linux")]
+                let _ = map.advise(memmap2::Advice::HugePage);
+                return HostBuffer { bytes: Bytes::Map(map), len };
+            }
+        }
+        HostBuffer { bytes: Bytes::Heap(bytemuck::allocation::zeroed_vec(len.div_ceil(HOST_ALIGN))), len }
     }
     /// A copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
@@ -39,11 +60,17 @@ impl HostBuffer {
     }
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.lines)[..self.len]
+        match &self.bytes {
+            Bytes::Heap(v) => &bytemuck::cast_slice(v)[..self.len],
+            Bytes::Map(m) => &m[..self.len],
+        }
     }
     /// The bytes, writable.
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.len]
+        match &mut self.bytes {
+            Bytes::Heap(v) => &mut bytemuck::cast_slice_mut(v)[..self.len],
+            Bytes::Map(m) => &mut m[..self.len],
+        }
     }
 }
 
@@ -84,7 +111,7 @@ mod tests {
 
     #[test]
     fn aligned_and_zeroed() {
-        for len in [0, 1, 63, 64, 65, 1000] {
+        for len in [0, 1, 63, 64, 65, 1000, MAP_MIN, MAP_MIN + 3] {
             let b = HostBuffer::zeroed(len);
             assert_eq!(b.len(), len);
             assert!(b.as_bytes().iter().all(|&x| x == 0));

@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod context;
+pub mod cost;
 pub mod dtype;
 pub mod error;
 pub mod graph;
@@ -28,6 +29,7 @@ pub mod layout;
 pub mod ops;
 pub mod plan;
 pub mod tensor;
+pub mod workloads;
 
 pub use backend::cpu::{CpuBackend, CpuStorage};
 pub use context::Context;

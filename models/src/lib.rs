@@ -1,4 +1,6 @@
 //! Model graphs built on rgml, and the pieces of the `rgml` command-line tool
 //! that tests and benchmarks share.
 
+pub mod bench;
+pub mod demo;
 pub mod graph_cases;

@@ -27,12 +27,40 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// The seeds' example on a built-in 4096x4096 matrix: views, copies, broadcast, inplace.
+    Demo {
+        /// Side of the square matrix.
+        #[arg(long, default_value_t = 4096)]
+        n: i64,
+        /// Worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
+    /// Time the standard workloads; report GB/s and the ratio to a 64 MiB memcpy.
+    Bench {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Side of the square matrices.
+        #[arg(long, default_value_t = 4096)]
+        n: i64,
+        /// Timed runs per workload (the median is reported).
+        #[arg(long, default_value_t = 15)]
+        reps: usize,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Eval { cases, emit, threads } => eval(&cases, emit.as_deref(), threads),
+        Cmd::Demo { n, threads } => {
+            rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Cmd::Bench { json, threads, n, reps } => bench(json, threads, n, reps),
     };
     match r {
         Ok(code) => code,
@@ -77,4 +105,32 @@ fn eval(path: &std::path::Path, emit: Option<&std::path::Path>, threads: usize) 
     }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, String> {
+    use rgml_models::bench;
+    if !json {
+        println!(
+            "{:<6} {:<34} {:>3} {:>11} {:>9} {:>9} {:>7} {:>9}",
+            "name", "workload", "thr", "median", "GB/s", "memcpy", "ratio", "us/node"
+        );
+    }
+    bench::run(threads, n, reps, |r| {
+        if json {
+            println!("{}", r.json());
+        } else {
+            println!(
+                "{:<6} {:<34} {:>3} {:>9.3}ms {:>9.2} {:>9.2} {:>7.2} {:>9}",
+                r.name,
+                r.what,
+                r.threads,
+                r.median_s * 1e3,
+                r.gbps,
+                r.memcpy_gbps,
+                r.ratio,
+                r.us_per_node.map_or(String::new(), |u| format!("{u:.3}"))
+            );
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

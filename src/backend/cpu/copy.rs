@@ -11,7 +11,7 @@ use super::mem::{Exec, Scalar, Strided};
 use crate::error::Result;
 
 /// Side of the square tiles of the transposing copy (elements).
-const TILE: usize = 32;
+const TILE: usize = 64;
 
 /// Copies every element of `src` into `dst` (same element count).
 pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
@@ -137,18 +137,34 @@ fn tiled_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar, k: 
     });
 }
 
-/// `n` elements along dim 0: typed moves when the types match, else conversion.
+/// `n` elements along dim 0 into a packed destination: typed moves when the
+/// types match, else conversion.
 ///
 /// # Safety
-/// As [`convert_row`].
+/// As [`convert_row`]; `d` must be packed (`dnb` is the element size).
 #[inline(always)]
 unsafe fn move_strip(d: *mut u8, sd: Scalar, dnb: usize, s: *const u8, ss: Scalar, snb: usize, n: usize) {
     // SAFETY: per the contract.
     unsafe {
         match (sd == ss, elem_size(sd)) {
-            (true, 4) => (0..n).for_each(|i| d.add(i * dnb).cast::<u32>().write(s.add(i * snb).cast::<u32>().read())),
-            (true, 2) => (0..n).for_each(|i| d.add(i * dnb).cast::<u16>().write(s.add(i * snb).cast::<u16>().read())),
+            (true, 4) => strided_to_packed(d.cast::<u32>(), s.cast::<u32>(), snb / 4, n),
+            (true, 2) => strided_to_packed(d.cast::<u16>(), s.cast::<u16>(), snb / 2, n),
             _ => (0..n).for_each(|i| sd.store(d.add(i * dnb), ss.load(s.add(i * snb)))),
+        }
+    }
+}
+
+/// `d[i] = s[i * stride]` for `i < n`.
+///
+/// # Safety
+/// `d` holds `n` elements, `s` holds elements at `0, stride, …, (n-1)·stride`;
+/// they do not overlap.
+#[inline(always)]
+unsafe fn strided_to_packed<T: Copy>(d: *mut T, s: *const T, stride: usize, n: usize) {
+    // SAFETY: per the contract.
+    unsafe {
+        for i in 0..n {
+            *d.add(i) = *s.add(i * stride);
         }
     }
 }

@@ -1,0 +1,107 @@
+//! The standard benchmark workloads (shared by `benches/` and `rgml bench`):
+//! each is a built graph plus the bytes it must move, so a run can be compared
+//! with the memory bound.
+
+use crate::context::Context;
+use crate::cost;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::graph::Graph;
+use crate::tensor::TensorId;
+
+/// A graph to time, with the traffic its compute nodes need.
+pub struct Workload {
+    /// Short id (W1, W2a, …).
+    pub name: &'static str,
+    /// What it computes.
+    pub what: String,
+    /// The tensors.
+    pub ctx: Context,
+    /// The graph to run.
+    pub graph: Graph,
+    /// Its output.
+    pub output: TensorId,
+}
+
+impl Workload {
+    fn new(name: &'static str, what: String, ctx: Context, output: TensorId) -> Result<Workload> {
+        let graph = Graph::build(&ctx, &[output])?;
+        Ok(Workload { name, what, ctx, graph, output })
+    }
+    /// Bytes the graph's nodes must read and write, each element once.
+    pub fn bytes(&self) -> Result<u64> {
+        self.graph.nodes().iter().map(|&n| cost::traffic(&self.ctx, n).map(|t| t.total())).sum()
+    }
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.graph.nodes().len()
+    }
+}
+
+fn filled(ctx: &mut Context, ne: &[i64], seed: u32) -> Result<TensorId> {
+    let n: i64 = ne.iter().product();
+    let v: Vec<f32> = (0..n as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect();
+    ctx.new_f32(ne, &v)
+}
+
+/// W1: `cont(transpose(x))` of an `n`×`n` f32.
+pub fn transpose_copy(n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let x = filled(&mut ctx, &[n, n], 1)?;
+    let t = ctx.transpose(x)?;
+    let out = ctx.cont(t)?;
+    Workload::new("W1", format!("cont(transpose(x)) {n}x{n} f32"), ctx, out)
+}
+
+/// W2a: `a + b`, both `n`×`n` f32.
+pub fn add(n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let a = filled(&mut ctx, &[n, n], 1)?;
+    let b = filled(&mut ctx, &[n, n], 2)?;
+    let out = ctx.add(a, b)?;
+    Workload::new("W2a", format!("add {n}x{n} + {n}x{n} f32"), ctx, out)
+}
+
+/// W2b: `a + row`, a broadcast row of `n` over `n`×`n` f32.
+pub fn add_row(n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let a = filled(&mut ctx, &[n, n], 1)?;
+    let b = filled(&mut ctx, &[n, 1], 2)?;
+    let out = ctx.add(a, b)?;
+    Workload::new("W2b", format!("add {n}x{n} + broadcast row {n} f32"), ctx, out)
+}
+
+/// W3: `a *= b` in place, `n`×`n` f32 (b is all ones, so repeated runs stay finite).
+pub fn mul_inplace(n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let a = filled(&mut ctx, &[n, n], 1)?;
+    let b = ctx.new_f32(&[n, n], &vec![1.0; (n * n) as usize])?;
+    let out = ctx.mul_inplace(a, b)?;
+    Workload::new("W3", format!("mul_inplace {n}x{n} f32"), ctx, out)
+}
+
+/// W7: `cpy` of an `n`×`n` f32 into an f16 tensor.
+pub fn cpy_f32_f16(n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let a = filled(&mut ctx, &[n, n], 1)?;
+    let h = ctx.new_tensor_2d(DType::F16, n, n)?;
+    let out = ctx.cpy(a, h)?;
+    Workload::new("W7", format!("cpy f32->f16 {n}x{n}"), ctx, out)
+}
+
+/// W6: a chain of `len` adds on `width`-element f32 tensors (per-node overhead).
+pub fn add_chain(len: usize, width: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let x = filled(&mut ctx, &[width], 1)?;
+    let one = ctx.new_f32(&[width], &vec![1.0; width as usize])?;
+    let mut t = x;
+    for _ in 0..len {
+        t = ctx.add(t, one)?;
+    }
+    Workload::new("W6", format!("chain of {len} adds on {width} f32"), ctx, t)
+}
+
+/// The memory-bound workloads W1, W2a, W2b, W3, W7 at size `n`.
+pub fn memory_bound(n: i64) -> Result<Vec<Workload>> {
+    Ok(vec![transpose_copy(n)?, add(n)?, add_row(n)?, mul_inplace(n)?, cpy_f32_f16(n)?])
+}
