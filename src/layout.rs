@@ -181,7 +181,7 @@ impl Layout {
                 packed = false;
                 break;
             }
-            extent = nb * (n as usize - 1) + extent;
+            extent += nb * (n as usize - 1);
         }
         if packed {
             return false;

@@ -40,7 +40,8 @@ impl Workload {
 
 fn filled(ctx: &mut Context, ne: &[i64], seed: u32) -> Result<TensorId> {
     let n: i64 = ne.iter().product();
-    let v: Vec<f32> = (0..n as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect();
+    let v: Vec<f32> =
+        (0..n as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect();
     ctx.new_f32(ne, &v)
 }
 

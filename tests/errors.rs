@@ -12,7 +12,7 @@ fn msg<T: std::fmt::Debug>(r: rgml::Result<T>) -> String {
 fn strided_view_past_the_end() {
     let mut ctx = Context::new();
     let a = ctx.new_tensor_2d(DType::F32, 4, 4).unwrap(); // 64 bytes
-    // 4 rows 20 bytes apart: last row starts at 60 and reads 16 bytes
+                                                          // 4 rows 20 bytes apart: last row starts at 60 and reads 16 bytes
     let e = ctx.view_2d(a, 4, 4, 20, 0);
     assert!(matches!(e, Err(Error::InvalidView { .. })), "{e:?}");
     let m = msg(ctx.view_2d(a, 4, 4, 20, 0));

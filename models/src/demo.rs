@@ -38,7 +38,7 @@ pub fn run(n: i64, threads: usize) -> Result<bool, String> {
     ctx.set_name(bsum, "sum_rows(block)").map_err(e)?;
 
     let graph = Graph::build(&ctx, &[z, bsum]).map_err(e)?;
-    println!("rgml demo: x is a {n}x{n} f32 matrix ({} MiB)\n", nn * 4 >> 20);
+    println!("rgml demo: x is a {n}x{n} f32 matrix ({} MiB)\n", (nn * 4) >> 20);
     println!("{:<22} {:<9} {:<22} {:<32} {:>5} {:>12}", "node", "op", "ne", "nb (bytes)", "view", "bytes moved");
     for &id in graph.leafs().iter().chain(graph.nodes()) {
         let t = ctx.tensor(id).map_err(e)?;
@@ -78,7 +78,8 @@ pub fn run(n: i64, threads: usize) -> Result<bool, String> {
         (got_b[r] as f64 - s).abs() <= 1e-6 * s.abs().max(1.0)
     });
     check("sum_rows(block) == row sums of x's top-left quarter", b_ok);
-    let zero_cost = [xt, block].iter().all(|&id: &TensorId| cost::traffic(&ctx, id).map(|t| t.total() == 0).unwrap_or(false));
+    let zero_cost =
+        [xt, block].iter().all(|&id: &TensorId| cost::traffic(&ctx, id).map(|t| t.total() == 0).unwrap_or(false));
     check("transpose and view move 0 bytes", zero_cost);
     Ok(ok)
 }

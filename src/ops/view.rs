@@ -31,7 +31,7 @@ impl Context {
             ));
         }
         let a = d.align();
-        if offs % a != 0 || (0..4).any(|i| layout.ne[i] > 1 && layout.nb[i] % a != 0) {
+        if !offs.is_multiple_of(a) || (0..4).any(|i| layout.ne[i] > 1 && !layout.nb[i].is_multiple_of(a)) {
             return Err(Error::view(
                 name,
                 format!("offset {offs} and strides nb={:?} must be multiples of {}'s alignment {a}", layout.nb, d),
@@ -41,16 +41,18 @@ impl Context {
         let end = layout.checked_nbytes().and_then(|n| n.checked_add(offs));
         match end {
             Some(end) if end <= storage => {}
-            _ => return Err(Error::view(
-                name,
-                format!(
+            _ => {
+                return Err(Error::view(
+                    name,
+                    format!(
                     "ne={:?} nb={:?} at byte offset {offs} reaches byte {} but the storage of {} holds {storage} bytes",
                     layout.ne,
                     layout.nb,
                     end.map_or("overflow".to_string(), |e| e.to_string()),
                     self.label(root)
                 ),
-            )),
+                ))
+            }
         }
         let mut t = Tensor::new(layout, op, vec![src]);
         t.view_src = Some(root);
@@ -159,9 +161,9 @@ impl Context {
             return Err(Error::Unsupported { op: op.name(), dtype: l.dtype });
         }
         let mut out = l;
-        for i in 0..4 {
-            out.ne[axes[i]] = l.ne[i];
-            out.nb[axes[i]] = l.nb[i];
+        for (i, &ax) in axes.iter().enumerate() {
+            out.ne[ax] = l.ne[i];
+            out.nb[ax] = l.nb[i];
         }
         self.view_tensor(op, a, out, 0)
     }

@@ -176,8 +176,8 @@ fn element_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar) {
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
             let drow = dst.row_at(r as i64);
-            let mut k = r as i64 * dne[0];
             for i0 in 0..dne[0] {
+                let k = r as i64 * dne[0] + i0;
                 let s0 = k % sne[0];
                 let srow = src.row_at(k / sne[0]);
                 // SAFETY: k < nelements, so both indices are in range; this thread
@@ -188,7 +188,6 @@ fn element_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar) {
                         ss.load(srow.wrapping_add(s0 as usize * src.l.nb[0])),
                     );
                 }
-                k += 1;
             }
         }
     });

@@ -45,7 +45,7 @@ impl Strided {
             )));
         }
         let ptr = base.wrapping_add(offs);
-        if (ptr as usize) % l.dtype.align() != 0 {
+        if !(ptr as usize).is_multiple_of(l.dtype.align()) {
             return Err(Error::Invalid(format!("internal: tensor at offset {offs} is misaligned for {}", l.dtype)));
         }
         Ok(Strided { ptr, l })

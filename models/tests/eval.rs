@@ -1,0 +1,116 @@
+//! The dev graph cases (checked against real ggml) pass through the public API,
+//! and `rgml eval` reports failures and writes `--emit` records.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use rgml::CpuBackend;
+use rgml_models::graph_cases;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/graph_cases_dev.jsonl")
+}
+
+fn cases() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(fixture()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn all_dev_cases_pass_with_one_and_two_threads() {
+    let cases = cases();
+    assert_eq!(cases.len(), 80);
+    for threads in [1, 2] {
+        let cpu = CpuBackend::new(threads).unwrap();
+        for c in &cases {
+            let r = graph_cases::run_case(&cpu, c);
+            assert!(r.passed(), "{}: {:?} {:?}", r.id, r.error, r.failures);
+        }
+    }
+}
+
+#[test]
+fn a_wrong_expectation_is_reported() {
+    let mut c = cases().into_iter().find(|c| c["exact"] == true).unwrap();
+    let node = c["nodes"].as_array_mut().unwrap().iter_mut().find(|n| n.get("expected").is_some()).unwrap();
+    let v = node["expected"][0].as_f64().unwrap();
+    node["expected"][0] = serde_json::json!(v + 1.0 / 64.0);
+    node["nb"][1] = serde_json::json!(12345);
+    let r = graph_cases::run_case(&CpuBackend::new(1).unwrap(), &c);
+    assert!(!r.passed());
+    assert!(r.failures.iter().any(|f| f.contains("nb")), "{:?}", r.failures);
+    assert!(r.failures.iter().any(|f| f.contains("expected")), "{:?}", r.failures);
+}
+
+#[test]
+fn cli_eval_passes_and_emits_round_trip_values() {
+    let out = std::env::temp_dir().join(format!("rgml-emit-{}.jsonl", std::process::id()));
+    let run =
+        Command::new(env!("CARGO_BIN_EXE_rgml")).arg("eval").arg(fixture()).arg("--emit").arg(&out).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("80 passed, 0 failed"));
+    let emitted = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).ok();
+    let cases = cases();
+    assert_eq!(emitted.lines().count(), cases.len());
+    for (line, case) in emitted.lines().zip(&cases) {
+        let e: serde_json::Value =
+            serde_json::from_str(&line.replace("NaN", "null").replace("Infinity", "1e999")).unwrap();
+        assert_eq!(e["id"], case["id"]);
+        assert!(e["error"].is_null());
+        for n in case["nodes"].as_array().unwrap() {
+            let got = &e["nodes"][n["name"].as_str().unwrap()];
+            assert_eq!(got["ne"], n["ne"]);
+            assert_eq!(got["nb"], n["nb"]);
+            assert_eq!(got["contiguous"], n["contiguous"]);
+            if let Some(exp) = n["expected"].as_array() {
+                assert_eq!(got["values"].as_array().unwrap().len(), exp.len());
+            } else {
+                assert!(got.get("values").is_none());
+            }
+        }
+    }
+}
+
+#[test]
+fn cli_eval_fails_with_status_1_on_a_failing_case() {
+    let mut c = cases().into_iter().next().unwrap();
+    c["nodes"][1]["ne"][0] = serde_json::json!(99);
+    let path = std::env::temp_dir().join(format!("rgml-bad-{}.jsonl", std::process::id()));
+    std::fs::write(&path, format!("{c}\n")).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).arg("eval").arg(&path).output().unwrap();
+    std::fs::remove_file(&path).ok();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL gc-0000"), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("0 passed, 1 failed"));
+}
+
+#[test]
+fn cli_demo_checks_pass() {
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(["demo", "--n", "256"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert_eq!(stdout.matches(" ok").count(), 4, "{stdout}");
+    assert!(!stdout.contains("FAILED"));
+}
+
+#[test]
+fn cli_bench_json_lines() {
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml"))
+        .args(["bench", "--json", "--n", "64", "--reps", "1"])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let names: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert!(v["median_s"].as_f64().unwrap() > 0.0 && v["gbps"].as_f64().unwrap() > 0.0);
+            assert!(v["ratio"].as_f64().unwrap() > 0.0);
+            v["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(names, ["W1", "W2a", "W2b", "W3", "W7", "W6-t1", "W6-t2"]);
+}
