@@ -195,3 +195,6 @@ impl CpuStorage {
         copy::read_f32(src)
     }
 }
+
+#[cfg(test)]
+mod tests;

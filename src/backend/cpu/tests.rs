@@ -1,0 +1,143 @@
+//! Edge tests of the raw-memory kernels: odd sizes (tiles and chunks that do
+//! not divide), misaligned and out-of-bounds bindings, empty tensors, every
+//! conversion pair, and each copy path against a plain index loop.
+
+use super::copy;
+use super::mem::{Exec, Strided};
+use crate::{DType, Layout};
+use half::{bf16, f16};
+
+fn pool() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()
+}
+
+#[test]
+fn binding_is_checked_against_its_buffer() {
+    let mut buf = vec![0f32; 16];
+    let base = buf.as_mut_ptr().cast::<u8>();
+    let l = Layout::contiguous(DType::F32, [4, 4, 1, 1]).unwrap();
+    assert!(Strided::new(base, 64, 0, l).is_ok());
+    assert!(Strided::new(base, 64, 4, l).is_err(), "one element past the end");
+    assert!(Strided::new(base, 64, usize::MAX - 2, l).is_err(), "offset overflow");
+    let small = Layout::contiguous(DType::F32, [2, 1, 1, 1]).unwrap();
+    assert!(Strided::new(base, 64, 2, small).is_err(), "misaligned f32");
+    let h = Layout::contiguous(DType::F16, [2, 1, 1, 1]).unwrap();
+    assert!(Strided::new(base, 64, 2, h).is_ok(), "f16 needs 2-byte alignment only");
+    let empty = Layout::contiguous(DType::F32, [0, 4, 1, 1]).unwrap();
+    assert!(Strided::new(base, 0, 0, empty).is_ok());
+}
+
+/// Values of a strided f32 source read element by element, logical order.
+fn reference(src: &[f32], ne: [i64; 4], nb: [usize; 4]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for i3 in 0..ne[3] as usize {
+        for i2 in 0..ne[2] as usize {
+            for i1 in 0..ne[1] as usize {
+                for i0 in 0..ne[0] as usize {
+                    out.push(src[(i0 * nb[0] + i1 * nb[1] + i2 * nb[2] + i3 * nb[3]) / 4]);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_copy(src: &mut [f32], ne: [i64; 4], nb: [usize; 4], threads: bool) -> Vec<f32> {
+    let pool = pool();
+    let ex = Exec { pool: threads.then_some(&pool) };
+    let s = Strided::new(src.as_mut_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb }).unwrap();
+    let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
+    let d = Strided::of_f32(&mut out, ne).unwrap();
+    copy::copy(&ex, "test", d, s).unwrap();
+    out
+}
+
+#[test]
+fn transposing_copies_at_odd_sizes() {
+    // 2-d transposes whose sides are not multiples of the tile, 3-d permutes
+    // whose unit-stride dim is 1, 2 or 3, with 1 and 2 threads
+    for &(a, b) in &[(1usize, 1usize), (3, 70), (67, 131), (129, 65), (200, 1)] {
+        let mut src: Vec<f32> = (0..a * b).map(|i| i as f32).collect();
+        let (ne, nb) = ([b as i64, a as i64, 1, 1], [4 * a, 4, 4 * a * b, 4 * a * b]);
+        for threads in [false, true] {
+            assert_eq!(run_copy(&mut src, ne, nb, threads), reference(&src, ne, nb), "{a}x{b}");
+        }
+    }
+    let dims = [5usize, 70, 3, 2];
+    let n: usize = dims.iter().product();
+    let mut src: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let base_nb = [4, 4 * dims[0], 4 * dims[0] * dims[1], 4 * dims[0] * dims[1] * dims[2]];
+    for perm in [[1, 0, 2, 3], [2, 0, 1, 3], [3, 1, 2, 0], [1, 2, 3, 0]] {
+        let (mut ne, mut nb) = ([0i64; 4], [0usize; 4]);
+        for i in 0..4 {
+            ne[perm[i]] = dims[i] as i64;
+            nb[perm[i]] = base_nb[i];
+        }
+        assert_eq!(run_copy(&mut src, ne, nb, true), reference(&src, ne, nb), "{perm:?}");
+    }
+}
+
+#[test]
+fn flat_and_row_copies_at_odd_sizes() {
+    for n in [0usize, 1, 7, 4097, 70_001] {
+        let mut src: Vec<f32> = (0..n).map(|i| i as f32 - 3.0).collect();
+        let ne = [n as i64, 1, 1, 1];
+        assert_eq!(run_copy(&mut src, ne, [4, 4 * n, 4 * n, 4 * n], true), src);
+    }
+    // padded rows (row stride 5 floats, 3 used), stride-0 broadcast rows
+    let mut src: Vec<f32> = (0..5 * 40).map(|i| i as f32).collect();
+    let (ne, nb) = ([3, 40, 1, 1], [4, 20, 800, 800]);
+    assert_eq!(run_copy(&mut src, ne, nb, true), reference(&src, ne, nb));
+    let (ne, nb) = ([3, 40, 2, 1], [4, 0, 20, 40]);
+    assert_eq!(run_copy(&mut src, ne, nb, true), reference(&src, ne, nb));
+    // every second element (dim-0 stride 8 bytes)
+    let (ne, nb) = ([7, 3, 1, 1], [8, 56, 168, 168]);
+    assert_eq!(run_copy(&mut src, ne, nb, false), reference(&src, ne, nb));
+}
+
+#[test]
+fn every_conversion_pair_rounds_like_half() {
+    let vals = [0.0f32, -0.0, 1.0, -2.5, 65504.0, 1e-7, 3.0e38, f32::INFINITY, 0.1, 1.0 + 1.0 / 1024.0 + 1.0 / 4096.0];
+    let ex = Exec { pool: None };
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::I16, DType::I32] {
+        for strided in [false, true] {
+            let mut src = vals.to_vec();
+            let n = vals.len() as i64;
+            let s = Strided::of_f32(&mut src, [n, 1, 1, 1]).unwrap();
+            let mut mid = vec![0u32; vals.len() * 2];
+            // strided: every second element slot of the destination
+            let esz = dt.type_size();
+            let step = if strided { 2 * esz } else { esz };
+            let l = Layout { dtype: dt, ne: [n, 1, 1, 1], nb: [step, step * n as usize, step * n as usize, step * n as usize] };
+            let d = Strided::new(mid.as_mut_ptr().cast(), mid.len() * 4, 0, l).unwrap();
+            copy::copy(&ex, "test", d, s).unwrap();
+            let back = copy::read_f32(d).unwrap();
+            for (i, (&v, &b)) in vals.iter().zip(&back).enumerate() {
+                let want = match dt {
+                    DType::F32 => v,
+                    DType::F16 => f16::from_f32(v).to_f32(),
+                    DType::BF16 => bf16::from_f32(v).to_f32(),
+                    DType::I8 => (v.round() as i8) as f32,
+                    DType::I16 => (v.round() as i16) as f32,
+                    _ => (v.round() as i32) as f32,
+                };
+                assert!(b.to_bits() == want.to_bits(), "{dt} strided={strided} [{i}]: {v} -> {b}, want {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_transpose_uses_the_two_byte_path() {
+    let (a, b) = (37usize, 90usize);
+    let vals: Vec<f16> = (0..a * b).map(|i| f16::from_f32(i as f32)).collect();
+    let mut raw: Vec<u16> = vals.iter().map(|v| v.to_bits()).collect();
+    let l = Layout { dtype: DType::F16, ne: [b as i64, a as i64, 1, 1], nb: [2 * a, 2, 2 * a * b, 2 * a * b] };
+    let s = Strided::new(raw.as_mut_ptr().cast(), raw.len() * 2, 0, l).unwrap();
+    let got = copy::read_f32(s).unwrap();
+    for i1 in 0..a {
+        for i0 in 0..b {
+            assert_eq!(got[i1 * b + i0], vals[i0 * a + i1].to_f32());
+        }
+    }
+}
