@@ -31,14 +31,14 @@ pub mod plan;
 pub mod tensor;
 pub mod workloads;
 
-pub use backend::cpu::{CpuBackend, CpuStorage};
+pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
 pub use context::Context;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Dep, Graph};
 pub use host::{Element, HostBuffer};
 pub use layout::{Layout, Overlap};
-pub use plan::{Place, Plan, CPU_ALIGNMENT};
+pub use plan::{Allocator, NoReuse, Place, Plan, PlanStats, ReuseRules, CPU_ALIGNMENT, CUDA_ALIGNMENT};
 pub use tensor::{BinaryOp, Flags, Op, Tensor, TensorId, UnaryOp};
 
 pub use half::{bf16, f16};

@@ -70,6 +70,9 @@ fn inplace_on_an_intermediate() {
     let late = ctx.sum_rows(y).unwrap();
     let g = Graph::build(&ctx, &[early, late]).unwrap();
     let st = cpu().run(&ctx, &g).unwrap();
+    assert!(matches!(st.read_f32(&ctx, y), Err(Error::Invalid(_))), "y is not an output: its memory may be reused");
+    let g = Graph::build(&ctx, &[early, late, y]).unwrap();
+    let st = cpu().run(&ctx, &g).unwrap();
     assert_eq!(st.read_f32(&ctx, early).unwrap(), vec![4.]);
     assert_eq!(st.read_f32(&ctx, late).unwrap(), vec![8.]);
     assert_eq!(st.read_f32(&ctx, y).unwrap(), vec![2., 0., 6.]);

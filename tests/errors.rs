@@ -136,21 +136,28 @@ fn plans_are_tied_to_their_graph() {
 }
 
 #[test]
-fn no_alloc_graphs_build_any_size_but_do_not_run() {
+fn no_alloc_graphs_build_any_size_and_take_inputs_on_the_backend() {
     let mut ctx = Context::new_no_alloc();
     let a = ctx.new_tensor_2d(DType::F32, 1 << 20, 1 << 20).unwrap(); // 4 TiB, shape only
     let b = ctx.transpose(a).unwrap();
     let c = ctx.cont(b).unwrap();
     let g = Graph::build(&ctx, &[c]).unwrap();
     assert_eq!(g.nodes().len(), 2);
-    let small = {
-        let mut ctx2 = Context::new_no_alloc();
-        let x = ctx2.new_tensor_1d(DType::F32, 4).unwrap();
-        let y = ctx2.neg(x).unwrap();
-        let g2 = Graph::build(&ctx2, &[y]).unwrap();
-        CpuBackend::new(1).unwrap().run(&ctx2, &g2).map(|_| ())
-    };
-    assert!(matches!(small, Err(Error::NoData(_))));
+    let mut alloc = rgml::Allocator::new(rgml::CpuRules);
+    assert_eq!(alloc.reserve(&ctx, &g).unwrap(), 2 << 42, "input and result, measured without touching memory");
+
+    let mut ctx = Context::new_no_alloc();
+    let x = ctx.new_tensor_1d(DType::F32, 4).unwrap();
+    ctx.set_input(x).unwrap();
+    let y = ctx.neg(x).unwrap();
+    let g = Graph::build(&ctx, &[y]).unwrap();
+    let cpu = CpuBackend::new(1).unwrap();
+    let mut st = cpu.alloc(&ctx, &g, Plan::naive(&ctx, &g, CPU_ALIGNMENT).unwrap()).unwrap();
+    assert!(matches!(ctx.data::<f32>(x), Err(Error::NoData(_))));
+    assert!(matches!(st.set_data(&ctx, x, &[1f32; 3]), Err(Error::DataSize { .. })));
+    st.set_data(&ctx, x, &[1f32, 2., 3., 4.]).unwrap();
+    cpu.compute(&ctx, &g, &mut st).unwrap();
+    assert_eq!(st.read_f32(&ctx, y).unwrap(), vec![-1., -2., -3., -4.]);
 }
 
 #[test]

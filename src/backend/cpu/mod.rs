@@ -13,13 +13,34 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::host::HostBuffer;
-use crate::plan::{Place, Plan, CPU_ALIGNMENT};
+use crate::plan::{Allocator, Place, Plan, ReuseRules, CPU_ALIGNMENT};
 use crate::tensor::{Op, TensorId};
 use mem::{Exec, Strided};
 
 /// Runs graphs on the CPU.
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
+    poison: bool,
+}
+
+/// What the CPU kernels allow the planner: 64-byte alignment, and writing a
+/// result over a source with the same layout for the single-pass kernels
+/// (elementwise ops read each element before writing it; a copy onto an
+/// identical layout is a no-op). `mul_mat` and reductions never.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuRules;
+
+impl ReuseRules for CpuRules {
+    fn alignment(&self) -> usize {
+        CPU_ALIGNMENT
+    }
+    fn may_overwrite_source(&self, op: &Op, slot: usize) -> bool {
+        match op {
+            Op::Binary(_) => slot <= 1,
+            Op::Scale(_) | Op::Unary(_) | Op::Cont | Op::Dup => slot == 0,
+            _ => false,
+        }
+    }
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -54,7 +75,15 @@ impl CpuBackend {
             .thread_name(|i| format!("rgml-cpu-{i}"))
             .build()
             .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
-        Ok(CpuBackend { pool })
+        Ok(CpuBackend { pool, poison: false })
+    }
+    /// Poison mode (a debug aid): before a run the plan buffer (inputs
+    /// excepted) is filled with NaN bytes, and every range the plan frees is
+    /// refilled with NaN right after its last use, so a kernel that reads freed
+    /// or unwritten memory produces NaN instead of a plausible value.
+    pub fn with_poison(mut self, poison: bool) -> CpuBackend {
+        self.poison = poison;
+        self
     }
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
@@ -64,16 +93,17 @@ impl CpuBackend {
     /// Memory for `graph` placed by `plan`: a zeroed plan buffer, and copies of
     /// the leaves the graph writes, taken from the context now.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
-        graph.check_context(ctx)?;
-        plan.check_graph(graph)?;
-        let mut leaf_copies = HashMap::new();
-        for (root, place) in plan.places() {
-            if place == Place::LeafCopy {
-                let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
-                leaf_copies.insert(root, HostBuffer::from_bytes(bytes));
-            }
-        }
+        let leaf_copies = leaf_copies(ctx, graph, &plan)?;
         Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size()), plan, leaf_copies })
+    }
+    /// Like [`CpuBackend::alloc`], with a buffer of `capacity` bytes so that
+    /// other plans up to that size can be bound later ([`CpuStorage::rebind`]).
+    pub fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
+        let mut st = self.alloc(ctx, graph, plan)?;
+        if capacity > st.buffer.len() {
+            st.buffer = HostBuffer::zeroed(capacity);
+        }
+        Ok(st)
     }
 
     /// Runs every node of `graph` in order. Leaves are read from `ctx` (in place,
@@ -82,8 +112,11 @@ impl CpuBackend {
         graph.check_context(ctx)?;
         storage.plan.check_graph(graph)?;
         let regions = storage.regions(ctx, graph)?;
+        if self.poison {
+            storage.poison_all(ctx, graph)?;
+        }
         let ex = Exec { pool: Some(&self.pool) };
-        for &id in graph.nodes() {
+        for (step, &id) in graph.nodes().iter().enumerate() {
             let t = ctx.tensor(id)?;
             if t.op().is_metadata() {
                 continue;
@@ -100,17 +133,35 @@ impl CpuBackend {
                 Op::MulMat => matmul::mul_mat(&ex, dst, bind(src[0])?, bind(src[1])?)?,
                 Op::Leaf | Op::View | Op::Reshape | Op::Transpose | Op::Permute(_) | Op::Expand => {}
             }
+            if self.poison {
+                storage.poison_ranges(step);
+            }
         }
         Ok(())
     }
 
-    /// Plans `graph` naively, allocates and computes it: the one-call way.
+    /// Plans `graph` (liveness and in-place reuse), allocates and computes it:
+    /// the one-call way. Only leaves, inputs and outputs can be read afterwards.
     pub fn run(&self, ctx: &Context, graph: &Graph) -> Result<CpuStorage> {
-        let plan = Plan::naive(ctx, graph, CPU_ALIGNMENT)?;
+        let plan = Allocator::new(CpuRules).plan(ctx, graph)?;
         let mut storage = self.alloc(ctx, graph, plan)?;
         self.compute(ctx, graph, &mut storage)?;
         Ok(storage)
     }
+}
+
+/// The backend's copies of the leaves `plan` says the graph writes, taken from the context.
+fn leaf_copies(ctx: &Context, graph: &Graph, plan: &Plan) -> Result<HashMap<TensorId, HostBuffer>> {
+    graph.check_context(ctx)?;
+    plan.check_graph(graph)?;
+    let mut copies = HashMap::new();
+    for (root, place) in plan.places() {
+        if place == Place::LeafCopy {
+            let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
+            copies.insert(root, HostBuffer::from_bytes(bytes));
+        }
+    }
+    Ok(copies)
 }
 
 /// The bytes of tensor `id` during a compute.
@@ -133,6 +184,92 @@ impl CpuStorage {
     /// The plan this storage follows.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+    /// Bytes of the plan buffer this storage holds (at least the plan's size).
+    pub fn capacity(&self) -> usize {
+        self.buffer.len()
+    }
+    /// Switches this storage to `plan` (of another graph over the same
+    /// context), keeping its buffer; errors if the plan does not fit. Leaf
+    /// copies are taken afresh from the context.
+    pub fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        if plan.buffer_size() > self.buffer.len() {
+            return Err(Error::Invalid(format!(
+                "plan needs a {}-byte buffer but this storage holds {} bytes",
+                plan.buffer_size(),
+                self.buffer.len()
+            )));
+        }
+        self.leaf_copies = leaf_copies(ctx, graph, &plan)?;
+        self.plan = plan;
+        Ok(())
+    }
+
+    /// Writes `bytes` into the storage of an input `id` that the plan placed
+    /// (a leaf without data in the context, e.g. from a `no_alloc` context).
+    pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        let t = ctx.tensor(id)?;
+        if t.op() != Op::Leaf {
+            return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
+        }
+        let size = t.layout().nbytes();
+        if bytes.len() != size {
+            return Err(Error::DataSize { name: ctx.label(id), expected: size, found: bytes.len() });
+        }
+        let dst = match self.plan.place(id) {
+            Some(Place::Buffer { offset }) => &mut self.buffer.as_bytes_mut()[offset..offset + size],
+            Some(Place::LeafCopy) => match self.leaf_copies.get_mut(&id) {
+                Some(b) => b.as_bytes_mut(),
+                None => return Err(Error::NoData(ctx.label(id))),
+            },
+            Some(Place::Leaf) => {
+                return Err(Error::Invalid(format!("{} holds its data in the context: set it there", ctx.label(id))))
+            }
+            None => return Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
+        };
+        dst.copy_from_slice(bytes);
+        Ok(())
+    }
+    /// [`CpuStorage::set_bytes`] with typed values.
+    pub fn set_data<T: crate::host::Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
+        let dtype = ctx.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("set_data({})", ctx.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+    }
+
+    /// Poison mode: NaN bytes over the whole buffer except data-less leaves (inputs).
+    fn poison_all(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        let mut keep: Vec<(usize, usize)> = Vec::new();
+        for &leaf in graph.leafs() {
+            if let Some(Place::Buffer { offset }) = self.plan.place(leaf) {
+                keep.push((offset, ctx.tensor(leaf)?.layout().nbytes()));
+            }
+        }
+        keep.sort_unstable();
+        let buf = self.buffer.as_bytes_mut();
+        let mut at = 0;
+        for (o, n) in keep.into_iter().chain([(buf.len(), 0)]) {
+            if o > at {
+                buf[at..o].fill(0xFF);
+            }
+            at = at.max(o + n);
+        }
+        Ok(())
+    }
+    /// Poison mode: NaN bytes over the ranges freed after `step`.
+    fn poison_ranges(&mut self, step: usize) {
+        let buf = self.buffer.as_bytes_mut();
+        for &(o, n) in self.plan.freed_after(step) {
+            if let Some(r) = buf.get_mut(o..o + n) {
+                r.fill(0xFF);
+            }
+        }
     }
 
     /// Base and length of every storage root the graph touches.
@@ -176,6 +313,12 @@ impl CpuStorage {
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
         let t = ctx.tensor(id)?;
         let root = t.view_src().unwrap_or(id);
+        if !self.plan.is_retained(root) {
+            return Err(Error::Invalid(format!(
+                "{} is an intermediate whose memory the plan reuses: mark it as an output (Context::set_output or build_forward_expand) to read it",
+                ctx.label(id)
+            )));
+        }
         let bytes: &[u8] = match self.plan.place(root) {
             Some(Place::Leaf) => ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?,
             Some(Place::LeafCopy) => {

@@ -108,7 +108,11 @@ fn every_conversion_pair_rounds_like_half() {
             // strided: every second element slot of the destination
             let esz = dt.type_size();
             let step = if strided { 2 * esz } else { esz };
-            let l = Layout { dtype: dt, ne: [n, 1, 1, 1], nb: [step, step * n as usize, step * n as usize, step * n as usize] };
+            let l = Layout {
+                dtype: dt,
+                ne: [n, 1, 1, 1],
+                nb: [step, step * n as usize, step * n as usize, step * n as usize],
+            };
             let d = Strided::new(mid.as_mut_ptr().cast(), mid.len() * 4, 0, l).unwrap();
             copy::copy(&ex, "test", d, s).unwrap();
             let back = copy::read_f32(d).unwrap();
