@@ -4,3 +4,5 @@
 pub mod bench;
 pub mod demo;
 pub mod graph_cases;
+pub mod mlp;
+pub mod plan_report;

@@ -36,6 +36,8 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// Plan the built-in graphs; print naive, planned and lower-bound buffer sizes.
+    Plan,
     /// Time the standard workloads; report GB/s and the ratio to a 64 MiB memcpy.
     Bench {
         /// One JSON object per line instead of a table.
@@ -61,6 +63,10 @@ fn main() -> ExitCode {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Cmd::Bench { json, threads, n, reps } => bench(json, threads, n, reps),
+        Cmd::Plan => rgml_models::plan_report::all().map(|rs| {
+            rs.iter().for_each(|r| println!("{r}"));
+            ExitCode::SUCCESS
+        }),
     };
     match r {
         Ok(code) => code,

@@ -145,3 +145,27 @@ fn f16_transpose_uses_the_two_byte_path() {
         }
     }
 }
+
+#[test]
+fn poison_mode_fills_freed_ranges_with_nan() {
+    use crate::{Allocator, Context, CpuBackend, CpuRules, Graph, Place};
+    let mut ctx = Context::new();
+    let x = ctx.new_f32(&[4, 4], &[0.5; 16]).unwrap();
+    let a = ctx.neg(x).unwrap();
+    let b = ctx.mul_mat(a, a).unwrap(); // cannot write over a; a is freed after it
+    let g = Graph::build(&ctx, &[b]).unwrap();
+    for poison in [false, true] {
+        let plan = Allocator::new(CpuRules).plan(&ctx, &g).unwrap();
+        let offset = match plan.place(a) {
+            Some(Place::Buffer { offset }) => offset,
+            other => unreachable!("a must be planned in the buffer, got {other:?}"),
+        };
+        assert_eq!(plan.freed_after(1), &[(offset, 64)]);
+        let cpu = CpuBackend::new(1).unwrap().with_poison(poison);
+        let mut st = cpu.alloc(&ctx, &g, plan).unwrap();
+        cpu.compute(&ctx, &g, &mut st).unwrap();
+        let freed = &st.buffer.as_bytes()[offset..offset + 64];
+        assert_eq!(freed.iter().all(|&b| b == 0xFF), poison, "poison={poison}");
+        assert_eq!(st.read_f32(&ctx, b).unwrap(), vec![1.0; 16]);
+    }
+}
