@@ -93,6 +93,22 @@ pub enum Error {
         /// Why, and what to do about it.
         why: String,
     },
+    /// A malformed GGUF file: what was wrong and at which byte.
+    #[error("gguf: {msg} (at byte {offset})")]
+    Gguf {
+        /// Byte offset in the file where the problem was found.
+        offset: u64,
+        /// What was wrong.
+        msg: String,
+    },
+    /// A metadata key that is missing or holds another type than asked for.
+    #[error("metadata key {key}: {msg}")]
+    Metadata {
+        /// The key.
+        key: String,
+        /// What was wrong (e.g. "expected u32, found string").
+        msg: String,
+    },
     /// I/O error (files, maps).
     #[error(transparent)]
     Io(#[from] std::io::Error),
