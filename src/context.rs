@@ -2,7 +2,9 @@
 //! per-storage write history that gives graphs eager program-order semantics.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -11,6 +13,23 @@ use crate::layout::{Layout, Overlap};
 use crate::tensor::{Flags, Op, Tensor, TensorId};
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// The bytes of a leaf: its own host buffer, or a range of a mapped file.
+#[derive(Debug)]
+enum LeafData {
+    Owned(HostBuffer),
+    /// Read-only bytes of a file mapping (a GGUF weight), used in place.
+    Mapped(Arc<memmap2::Mmap>, Range<usize>),
+}
+
+impl LeafData {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            LeafData::Owned(b) => b.as_bytes(),
+            LeafData::Mapped(m, r) => &m[r.clone()],
+        }
+    }
+}
 
 /// Reads and writes of one storage since its last write, in program order.
 #[derive(Default, Debug)]
@@ -29,7 +48,7 @@ pub struct Context {
     id: u32,
     no_alloc: bool,
     tensors: Vec<Tensor>,
-    data: Vec<Option<HostBuffer>>,
+    data: Vec<Option<LeafData>>,
     history: HashMap<TensorId, StorageHistory>,
 }
 
@@ -81,13 +100,22 @@ impl Context {
 
     /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
     pub fn new_tensor(&mut self, dtype: DType, ne: &[i64]) -> Result<TensorId> {
+        let alloc = !self.no_alloc;
+        self.new_leaf(dtype, ne, |l| Ok(alloc.then(|| LeafData::Owned(HostBuffer::zeroed(l.nbytes())))))
+    }
+    fn new_leaf(
+        &mut self,
+        dtype: DType,
+        ne: &[i64],
+        data: impl FnOnce(&Layout) -> Result<Option<LeafData>>,
+    ) -> Result<TensorId> {
         if ne.is_empty() || ne.len() > 4 {
             return Err(Error::shape("new_tensor", format!("1 to 4 dims, got {}", ne.len())));
         }
         let mut ne4 = [1i64; 4];
         ne4[..ne.len()].copy_from_slice(ne);
         let layout = Layout::contiguous(dtype, ne4)?;
-        let data = (!self.no_alloc).then(|| HostBuffer::zeroed(layout.nbytes()));
+        let data = data(&layout)?;
         let id = self.push(Tensor::new(layout, Op::Leaf, vec![]))?;
         self.data[id.index()] = data;
         Ok(id)
@@ -108,6 +136,37 @@ impl Context {
     pub fn new_tensor_4d(&mut self, dtype: DType, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<TensorId> {
         self.new_tensor(dtype, &[ne0, ne1, ne2, ne3])
     }
+    /// A new read-only leaf whose bytes are `map[offset..offset + nbytes]` (e.g. a
+    /// GGUF tensor): no copy is made, and writing into it (an in-place op or
+    /// `cpy`) is an error. A range misaligned for `dtype` is copied instead.
+    pub fn new_tensor_mapped(
+        &mut self,
+        dtype: DType,
+        ne: &[i64],
+        map: Arc<memmap2::Mmap>,
+        offset: usize,
+    ) -> Result<TensorId> {
+        self.new_leaf(dtype, ne, |l| {
+            let size = l.nbytes();
+            let range = offset..offset.checked_add(size).filter(|&e| e <= map.len()).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "mapped tensor: bytes {offset}+{size} lie outside the {}-byte mapping",
+                    map.len()
+                ))
+            })?;
+            let aligned = (map.as_ptr() as usize + offset).is_multiple_of(dtype.align());
+            Ok(Some(if aligned {
+                LeafData::Mapped(map, range)
+            } else {
+                LeafData::Owned(HostBuffer::from_bytes(&map[range]))
+            }))
+        })
+    }
+    /// True if leaf `id`'s bytes are a read-only file mapping.
+    pub fn is_mapped(&self, id: TensorId) -> bool {
+        self.tensor(id).is_ok() && matches!(self.data[id.index()], Some(LeafData::Mapped(..)))
+    }
+
     /// A new F32 leaf holding `values` (shape `ne`, contiguous order).
     pub fn new_f32(&mut self, ne: &[i64], values: &[f32]) -> Result<TensorId> {
         let id = self.new_tensor(DType::F32, ne)?;
@@ -181,7 +240,11 @@ impl Context {
             )));
         }
         let label = self.label(id);
-        self.data[id.index()].as_mut().ok_or(Error::NoData(label))
+        match self.data[id.index()].as_mut() {
+            Some(LeafData::Owned(b)) => Ok(b),
+            Some(LeafData::Mapped(..)) => Err(Error::ReadOnly(label)),
+            None => Err(Error::NoData(label)),
+        }
     }
     /// Copies `bytes` into the leaf `id` (exactly `nbytes` of them, in storage order).
     pub fn set_bytes(&mut self, id: TensorId, bytes: &[u8]) -> Result<()> {
@@ -208,7 +271,7 @@ impl Context {
     /// The host bytes of leaf `id` (`None` for non-leaves and data-less leaves).
     pub fn leaf_bytes(&self, id: TensorId) -> Option<&[u8]> {
         self.tensor(id).ok()?;
-        self.data[id.index()].as_ref().map(HostBuffer::as_bytes)
+        self.data[id.index()].as_ref().map(LeafData::bytes)
     }
     /// The values of leaf `id` as `T` (its element type), in storage order.
     pub fn data<T: Element>(&self, id: TensorId) -> Result<&[T]> {
@@ -273,6 +336,9 @@ impl Context {
     fn check_write(&self, t: &Tensor) -> Result<()> {
         let op = t.op.name();
         let (Some(root), l) = (t.view_src, &t.layout) else { return Ok(()) };
+        if matches!(self.data[root.index()], Some(LeafData::Mapped(..))) {
+            return Err(Error::ReadOnly(format!("{} (written by {op})", self.label(root))));
+        }
         if l.self_overlaps() {
             return Err(Error::overlap(
                 op,

@@ -43,6 +43,11 @@ pub fn traffic(ctx: &Context, id: TensorId) -> Result<Traffic> {
     for &s in srcs {
         read += stored_bytes(ctx.tensor(s)?.layout());
     }
+    if op == Op::GetRows {
+        // the picked rows and the indices, not the whole table
+        let (a, idx) = (ctx.tensor(t.src()[0])?.layout(), ctx.tensor(t.src()[1])?.layout());
+        read = stored_bytes(idx) + t.layout().nrows() as u64 * a.row_size() as u64;
+    }
     Ok(Traffic { read, written: stored_bytes(t.layout()) })
 }
 
@@ -55,6 +60,10 @@ pub fn flops(ctx: &Context, id: TensorId) -> Result<u64> {
         Op::MulMat => 2 * n * ctx.tensor(t.src()[0])?.layout().ne[0] as u64,
         Op::Binary(_) | Op::Scale(_) | Op::Unary(_) => n,
         Op::SumRows => ctx.tensor(t.src()[0])?.layout().nelements() as u64,
+        Op::RmsNorm { .. } => 3 * n,
+        Op::Norm { .. } => 5 * n,
+        Op::SoftMax { .. } => 5 * n,
+        Op::Rope(p) => 6 * (t.layout().nrows() as u64) * (p.n_dims.max(0) as u64 / 2),
         _ => 0,
     })
 }

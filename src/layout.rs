@@ -5,15 +5,20 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// Shape and strides of a tensor, ggml's way: `ne[0]` is the fastest dim, strides
-/// are in bytes, and for block types dim 0 is addressed in blocks.
+/// are in bytes, and for block types the values along one dim — `block_dim`,
+/// dim 0 unless a transpose or permute moved it — are stored in blocks:
+/// `nb[block_dim]` is the stride of one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// Element type.
     pub dtype: DType,
     /// Element counts per dim; unused dims are 1.
     pub ne: [i64; 4],
-    /// Byte strides per dim (for block types, `nb[0]` is the stride of one block).
+    /// Byte strides per dim.
     pub nb: [usize; 4],
+    /// The dim whose values are grouped in blocks (0 for fresh tensors; only
+    /// meaningful for block types).
+    pub block_dim: usize,
 }
 
 /// How two layouts placed in the same storage share bytes.
@@ -50,7 +55,7 @@ impl Layout {
                 .checked_mul(ne[i - 1] as usize)
                 .ok_or_else(|| Error::shape("new_tensor", format!("size of ne={ne:?} ({dtype}) overflows")))?;
         }
-        let layout = Layout { dtype, ne, nb };
+        let layout = Layout { dtype, ne, nb, block_dim: 0 };
         match layout.checked_nbytes() {
             Some(n) if n <= isize::MAX as usize && nb[3].checked_mul(ne[3] as usize).is_some() => Ok(layout),
             _ => Err(Error::shape("new_tensor", format!("size of ne={ne:?} ({dtype}) overflows"))),
@@ -75,7 +80,15 @@ impl Layout {
     }
     /// Blocks (elements for plain types) along dim 0.
     pub fn units0(&self) -> i64 {
-        self.ne[0] / self.dtype.block_size() as i64
+        self.units(0)
+    }
+    /// Storage units along dim `d`: blocks along the block dim, else elements.
+    pub fn units(&self, d: usize) -> i64 {
+        if d == self.block_dim {
+            self.ne[d] / self.dtype.block_size() as i64
+        } else {
+            self.ne[d]
+        }
     }
 
     /// The byte extent `[0, nbytes)` the tensor touches from its start (ggml's
@@ -84,13 +97,15 @@ impl Layout {
         if self.is_empty() {
             return Some(0);
         }
-        let mut n = if self.dtype.block_size() == 1 {
-            // the last element covers type_size bytes
-            (self.ne[0] as usize - 1).checked_mul(self.nb[0])?.checked_add(self.dtype.type_size())?
+        let bd = if self.dtype.block_size() == 1 { usize::MAX } else { self.block_dim };
+        // plain types: the last element covers type_size bytes; block types:
+        // units·nb along the block dim (ggml's formula)
+        let mut n = if bd == usize::MAX {
+            self.dtype.type_size()
         } else {
-            (self.units0() as usize).checked_mul(self.nb[0])?
+            (self.units(bd) as usize).checked_mul(self.nb[bd])?
         };
-        for i in 1..4 {
+        for i in (0..4).filter(|&i| i != bd) {
             n = n.checked_add((self.ne[i] as usize - 1).checked_mul(self.nb[i])?)?;
         }
         Some(n)
@@ -102,8 +117,8 @@ impl Layout {
 
     /// Byte offset of element `(i0,i1,i2,i3)` (for block types `i0` must be a block start).
     pub fn offset_of(&self, i: [i64; 4]) -> usize {
-        let u0 = i[0] as usize / self.dtype.block_size();
-        u0 * self.nb[0] + i[1] as usize * self.nb[1] + i[2] as usize * self.nb[2] + i[3] as usize * self.nb[3]
+        let bs = self.dtype.block_size();
+        (0..4).map(|d| if d == self.block_dim { i[d] as usize / bs } else { i[d] as usize } * self.nb[d]).sum()
     }
 
     /// ggml's `ggml_is_contiguous`: packed rows in dim order, block aware, size-1 dims ignored.
@@ -117,6 +132,9 @@ impl Layout {
     /// ggml's `ggml_is_contiguous_m_n(t, m, 4)`: dims `1..=m` may have any stride.
     fn is_contiguous_from(&self, m: usize) -> bool {
         let ts = self.dtype.type_size();
+        if self.dtype.is_quantized() && self.block_dim != 0 {
+            return false;
+        }
         if self.ne[0] != self.dtype.block_size() as i64 && self.nb[0] != ts {
             return false;
         }
@@ -169,10 +187,7 @@ impl Layout {
         if self.is_empty() {
             return false;
         }
-        let mut dims: Vec<(usize, i64)> = (0..4)
-            .map(|i| (self.nb[i], if i == 0 { self.units0() } else { self.ne[i] }))
-            .filter(|&(_, n)| n > 1)
-            .collect();
+        let mut dims: Vec<(usize, i64)> = (0..4).map(|i| (self.nb[i], self.units(i))).filter(|&(_, n)| n > 1).collect();
         dims.sort_unstable();
         let mut extent = self.dtype.type_size();
         let mut packed = true;
@@ -233,12 +248,13 @@ impl Layout {
 
     /// Start byte of every element (block) in logical order, plus `base`.
     fn unit_offsets(&self, base: usize) -> Vec<usize> {
-        let mut out = Vec::with_capacity(self.nelements() as usize);
-        for i3 in 0..self.ne[3] as usize {
-            for i2 in 0..self.ne[2] as usize {
-                for i1 in 0..self.ne[1] as usize {
+        let u = [0, 1, 2, 3].map(|d| self.units(d) as usize);
+        let mut out = Vec::with_capacity(u.iter().product());
+        for i3 in 0..u[3] {
+            for i2 in 0..u[2] {
+                for i1 in 0..u[1] {
                     let row = base + i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3];
-                    out.extend((0..self.units0() as usize).map(|u| row + u * self.nb[0]));
+                    out.extend((0..u[0]).map(|i0| row + i0 * self.nb[0]));
                 }
             }
         }

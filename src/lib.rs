@@ -23,11 +23,14 @@ pub mod context;
 pub mod cost;
 pub mod dtype;
 pub mod error;
+pub mod gguf;
 pub mod graph;
 pub mod host;
 pub mod layout;
+pub mod load;
 pub mod ops;
 pub mod plan;
+pub mod quant;
 pub mod tensor;
 pub mod workloads;
 
@@ -38,8 +41,9 @@ pub use error::{Error, Result};
 pub use graph::{Dep, Graph};
 pub use host::{Element, HostBuffer};
 pub use layout::{Layout, Overlap};
+pub use load::{load_gguf, Weights};
 pub use plan::{Allocator, NoReuse, Place, Plan, PlanStats, ReuseRules, CPU_ALIGNMENT, CUDA_ALIGNMENT};
-pub use tensor::{BinaryOp, Flags, Op, Tensor, TensorId, UnaryOp};
+pub use tensor::{BinaryOp, Flags, Op, RopeParams, Tensor, TensorId, UnaryOp};
 
 pub use half::{bf16, f16};
 

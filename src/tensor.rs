@@ -121,6 +121,89 @@ pub enum Op {
     SumRows,
     /// ggml's `mul_mat`: `out[i3,i2,i1,i0] = Σ_k a[.., i0, k] * b[i3, i2, i1, k]`.
     MulMat,
+    /// ggml's `get_rows`: rows of `src[0]` picked by the I32 indices in `src[1]`.
+    GetRows,
+    /// ggml's `rms_norm`: each row divided by `sqrt(mean(x²) + eps)`.
+    RmsNorm {
+        /// Added to the mean square before the square root.
+        eps: f32,
+    },
+    /// ggml's `norm`: each row centred and divided by `sqrt(var + eps)`.
+    Norm {
+        /// Added to the variance before the square root.
+        eps: f32,
+    },
+    /// ggml's `soft_max_ext`: row softmax of `src[0]*scale + slope*src[1]` (mask optional).
+    SoftMax {
+        /// Factor applied to the input before the mask is added.
+        scale: f32,
+        /// ALiBi maximum bias (0: no ALiBi, slope 1).
+        max_bias: f32,
+    },
+    /// ggml's `diag_mask_inf`: elements with `i0 > n_past + i1` set to `-inf`.
+    DiagMaskInf {
+        /// Number of past positions every row may see beyond the diagonal.
+        n_past: i32,
+    },
+    /// ggml's `rope_ext`: rotary position embedding of `src[0]` at the I32
+    /// positions `src[1]` (optional frequency factors `src[2]`).
+    Rope(RopeParams),
+    /// ggml's `concat`: `src[0]` and `src[1]` joined along `dim`.
+    Concat {
+        /// The dim along which the inputs are joined (0..4).
+        dim: usize,
+    },
+    /// ggml's `repeat`: `src[0]` tiled to the result's shape.
+    Repeat,
+}
+
+/// Parameters of [`Op::Rope`], ggml's `rope_ext` arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    /// Number of leading values of each row that are rotated (even, at most `ne0`);
+    /// the rest pass through unchanged.
+    pub n_dims: i32,
+    /// [`RopeParams::NORMAL`] (rotate adjacent pairs) or [`RopeParams::NEOX`]
+    /// (rotate `x[i]` with `x[i + n_dims/2]`).
+    pub mode: i32,
+    /// The training context length YaRN's correction dims are computed for.
+    pub n_ctx_orig: i32,
+    /// Base of the frequencies: pair `i` turns at `freq_base^(-2i/n_dims)` per position.
+    pub freq_base: f32,
+    /// Position interpolation factor (1: none).
+    pub freq_scale: f32,
+    /// YaRN's extrapolation mix (0: plain interpolation, no YaRN).
+    pub ext_factor: f32,
+    /// Magnitude scale of the rotated values.
+    pub attn_factor: f32,
+    /// YaRN's fast correction boundary (in rotations).
+    pub beta_fast: f32,
+    /// YaRN's slow correction boundary (in rotations).
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// ggml's `GGML_ROPE_TYPE_NORMAL`: rotate `(x[2i], x[2i+1])`.
+    pub const NORMAL: i32 = 0;
+    /// ggml's `GGML_ROPE_TYPE_NEOX`: rotate `(x[i], x[i + n_dims/2])`.
+    pub const NEOX: i32 = 2;
+
+    /// `n_dims` and `mode` with the defaults of `ggml_rope`: `freq_base` 10000,
+    /// `freq_scale` 1, `ext_factor` 0, `attn_factor` 1, `beta_fast` 32,
+    /// `beta_slow` 1, `n_ctx_orig` 0 (the betas only matter when `ext_factor != 0`).
+    pub fn new(n_dims: i32, mode: i32) -> RopeParams {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
 }
 
 impl Op {
@@ -145,6 +228,14 @@ impl Op {
             Op::Unary(u) => u.name(),
             Op::SumRows => "sum_rows",
             Op::MulMat => "mul_mat",
+            Op::GetRows => "get_rows",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Norm { .. } => "norm",
+            Op::SoftMax { .. } => "soft_max",
+            Op::DiagMaskInf { .. } => "diag_mask_inf",
+            Op::Rope(_) => "rope",
+            Op::Concat { .. } => "concat",
+            Op::Repeat => "repeat",
         }
     }
 }

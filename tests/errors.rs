@@ -93,7 +93,13 @@ fn unsupported_types_are_reported_at_build_time() {
     let f = ctx.new_tensor_2d(DType::F32, 32, 2).unwrap();
     assert!(matches!(ctx.add(q, f), Err(Error::Unsupported { op: "add", dtype: DType::Q8_0 })));
     assert!(matches!(ctx.gelu(q), Err(Error::Unsupported { .. })));
-    assert!(matches!(ctx.transpose(q), Err(Error::Unsupported { .. })));
+    // a quantized transpose is a view whose blocks run along dim 1
+    let qt = ctx.transpose(q).unwrap();
+    let l = ctx.layout(qt).unwrap();
+    assert_eq!((l.ne, l.nb, l.block_dim, l.is_contiguous()), ([2, 32, 1, 1], [34, 34, 68, 68], 1, false));
+    let row = ctx.view_1d(q, 32, 0).unwrap();
+    assert!(ctx.expand(row, [32, 4, 1, 1]).is_ok(), "dims other than the block dim broadcast");
+    assert!(ctx.expand(row, [64, 1, 1, 1]).is_err(), "the block dim does not");
     let i = ctx.new_tensor_1d(DType::I32, 4).unwrap();
     assert!(matches!(ctx.scale(i, 2.0), Err(Error::Unsupported { .. })));
 }

@@ -36,6 +36,30 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// Print a GGUF file's version, metadata and tensor table.
+    Inspect {
+        /// The GGUF file.
+        file: std::path::PathBuf,
+    },
+    /// Write one tensor of a GGUF file, dequantized, as little-endian f32.
+    Dump {
+        /// The GGUF file.
+        file: std::path::PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// Output file.
+        #[arg(long = "f32")]
+        out: std::path::PathBuf,
+    },
+    /// Re-quantize the 2-D weights of a GGUF file (norms and other 1-D tensors are kept).
+    Quantize {
+        /// Input GGUF file.
+        input: std::path::PathBuf,
+        /// Output GGUF file.
+        output: std::path::PathBuf,
+        /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, f16, bf16, f32.
+        dtype: String,
+    },
     /// Plan the built-in graphs; print naive, planned and lower-bound buffer sizes.
     Plan,
     /// Time the standard workloads; report GB/s and the ratio to a 64 MiB memcpy.
@@ -63,6 +87,22 @@ fn main() -> ExitCode {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Cmd::Bench { json, threads, n, reps } => bench(json, threads, n, reps),
+        Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
+            print!("{s}");
+            ExitCode::SUCCESS
+        }),
+        Cmd::Dump { file, tensor, out } => rgml_models::gguf_cli::dump(&file, &tensor, &out)
+            .map_err(|e| e.to_string())
+            .map(|n| {
+                println!("wrote {n} f32 values to {}", out.display());
+                ExitCode::SUCCESS
+            }),
+        Cmd::Quantize { input, output, dtype } => match rgml::DType::from_name(&dtype) {
+            None => Err(format!("unknown type {dtype}")),
+            Some(t) => rgml_models::gguf_cli::quantize(&input, &output, t, |line| println!("{line}"))
+                .map_err(|e| e.to_string())
+                .map(|()| ExitCode::SUCCESS),
+        },
         Cmd::Plan => rgml_models::plan_report::all().map(|rs| {
             rs.iter().for_each(|r| println!("{r}"));
             ExitCode::SUCCESS

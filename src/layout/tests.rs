@@ -4,7 +4,7 @@
 use super::*;
 
 fn l(dtype: DType, ne: [i64; 4], nb: [usize; 4]) -> Layout {
-    Layout { dtype, ne, nb }
+    Layout { dtype, ne, nb, block_dim: 0 }
 }
 fn c(dtype: DType, ne: [i64; 4]) -> Layout {
     Layout::contiguous(dtype, ne).unwrap()

@@ -31,8 +31,9 @@ impl Context {
         let l = self.copyable("dup", a)?;
         self.new_result(Op::Dup, l.dtype, l.ne, vec![a])
     }
-    /// Copies `a` into `b`'s bytes, converting between F32, F16 and BF16, and
-    /// returns a view of `b`. Both must hold the same number of elements; values
+    /// Copies `a` into `b`'s bytes, converting between F32, F16, BF16 and the
+    /// block types (quantizing into a quantized `b`, dequantizing out of a
+    /// quantized `a`), and returns a view of `b`. Both must hold the same number of elements; values
     /// go across in logical (row-major, `ne[0]` fastest) order, so the shapes may
     /// differ. `b` may be any non-overlapping strided view (e.g. a KV-cache slot).
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
@@ -47,7 +48,9 @@ impl Context {
         self.in_place_result(Op::Cpy, b, vec![a, b])
     }
 
-    fn copyable(&self, op: &'static str, a: TensorId) -> Result<crate::Layout> {
-        self.require_float(op, a)
+    /// Copies take every type: values convert through f32 (quantized on the
+    /// way into a block type, dequantized on the way out, integers rounded).
+    fn copyable(&self, _op: &'static str, a: TensorId) -> Result<crate::Layout> {
+        self.layout(a)
     }
 }

@@ -5,7 +5,12 @@
 mod copy;
 mod elementwise;
 mod matmul;
+mod norm;
 mod reduce;
+mod rope;
+mod rows;
+mod shape;
+mod softmax;
 mod view;
 
 use crate::context::Context;

@@ -24,10 +24,16 @@ impl Context {
             return Err(Error::view(name, format!("element count of ne={:?} overflows", layout.ne)));
         }
         let d = layout.dtype;
-        if layout.ne[0] % d.block_size() as i64 != 0 {
+        let bd = layout.block_dim;
+        if bd > 3 || layout.ne[bd] % d.block_size() as i64 != 0 {
             return Err(Error::view(
                 name,
-                format!("ne[0]={} is not a whole number of {} blocks of {}", layout.ne[0], d, d.block_size()),
+                format!(
+                    "ne[{bd}]={} is not a whole number of {} blocks of {}",
+                    layout.ne[bd.min(3)],
+                    d,
+                    d.block_size()
+                ),
             ));
         }
         let a = d.align();
@@ -65,27 +71,27 @@ impl Context {
         let dtype = self.layout(a)?.dtype;
         let ts = dtype.type_size();
         let row = row_bytes("view_1d", dtype, ne0)?;
-        let l = Layout { dtype, ne: [ne0, 1, 1, 1], nb: [ts, row, row, row] };
+        let l = Layout { dtype, ne: [ne0, 1, 1, 1], nb: [ts, row, row, row], block_dim: 0 };
         self.view_tensor(Op::View, a, l, offset)
     }
     /// A 2-d window: rows of `ne0` values, `nb1` bytes apart (ggml's `view_2d`).
     pub fn view_2d(&mut self, a: TensorId, ne0: i64, ne1: i64, nb1: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb2 = mul("view_2d", nb1, ne1)?;
-        let l = Layout { dtype, ne: [ne0, ne1, 1, 1], nb: [dtype.type_size(), nb1, nb2, nb2] };
+        let l = Layout { dtype, ne: [ne0, ne1, 1, 1], nb: [dtype.type_size(), nb1, nb2, nb2], block_dim: 0 };
         self.view_tensor(Op::View, a, l, offset)
     }
     /// A 3-d window (ggml's `view_3d`).
     pub fn view_3d(&mut self, a: TensorId, ne: [i64; 3], nb1: usize, nb2: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb3 = mul("view_3d", nb2, ne[2])?;
-        let l = Layout { dtype, ne: [ne[0], ne[1], ne[2], 1], nb: [dtype.type_size(), nb1, nb2, nb3] };
+        let l = Layout { dtype, ne: [ne[0], ne[1], ne[2], 1], nb: [dtype.type_size(), nb1, nb2, nb3], block_dim: 0 };
         self.view_tensor(Op::View, a, l, offset)
     }
     /// A 4-d window with strides `nb1, nb2, nb3` (ggml's `view_4d`).
     pub fn view_4d(&mut self, a: TensorId, ne: [i64; 4], nb: [usize; 3], offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
-        let l = Layout { dtype, ne, nb: [dtype.type_size(), nb[0], nb[1], nb[2]] };
+        let l = Layout { dtype, ne, nb: [dtype.type_size(), nb[0], nb[1], nb[2]], block_dim: 0 };
         self.view_tensor(Op::View, a, l, offset)
     }
     /// Any window: shape `ne`, all four strides `nb` (`nb[0]` may differ from the
@@ -95,7 +101,8 @@ impl Context {
         if dtype.is_quantized() && nb[0] != dtype.type_size() {
             return Err(Error::view("view", format!("{dtype}: blocks along dim 0 must be packed (nb[0]={})", nb[0])));
         }
-        self.view_tensor(Op::View, a, Layout { dtype, ne, nb }, offset)
+        // (views address dim 0 in blocks, whatever the source's block dim)
+        self.view_tensor(Op::View, a, Layout { dtype, ne, nb, block_dim: 0 }, offset)
     }
 
     /// `a` with a new shape (1–4 dims); `a` must be contiguous and hold the same
@@ -157,14 +164,13 @@ impl Context {
             seen[ax] = true;
         }
         let l = self.layout(a)?;
-        if l.dtype.is_quantized() && axes[0] != 0 {
-            return Err(Error::Unsupported { op: op.name(), dtype: l.dtype });
-        }
         let mut out = l;
         for (i, &ax) in axes.iter().enumerate() {
             out.ne[ax] = l.ne[i];
             out.nb[ax] = l.nb[i];
         }
+        // block types: the blocked dim moves with its data
+        out.block_dim = axes[l.block_dim];
         self.view_tensor(op, a, out, 0)
     }
 
@@ -178,7 +184,7 @@ impl Context {
             if ne[i] == l.ne[i] {
                 continue;
             }
-            if l.ne[i] != 1 || ne[i] < 0 || (i == 0 && l.dtype.is_quantized()) {
+            if l.ne[i] != 1 || ne[i] < 0 || (i == l.block_dim && l.dtype.is_quantized()) {
                 return Err(Error::shape(
                     "expand",
                     format!(

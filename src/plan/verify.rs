@@ -21,6 +21,7 @@ impl Plan {
     /// Checks this plan against `graph` and the backend's `rules`; an error
     /// names the tensors and ranges at fault.
     pub fn verify(&self, ctx: &Context, graph: &Graph, rules: &dyn ReuseRules) -> Result<()> {
+        graph.check_context(ctx)?;
         self.check_graph(graph)?;
         let bad = |msg: String| Err(Error::Invalid(format!("plan verify: {msg}")));
         let lt = Lifetimes::of(ctx, graph)?;

@@ -15,6 +15,9 @@ const TILE: usize = 64;
 
 /// Copies every element of `src` into `dst` (same element count).
 pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+    if dst.l.dtype.is_quantized() || src.l.dtype.is_quantized() {
+        return super::quant_copy::copy(ex, op, dst, src);
+    }
     let (sd, ss) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, src.l.dtype)?);
     let n = dst.l.nelements();
     if n == 0 || dst.same_as(&src) {

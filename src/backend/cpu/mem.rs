@@ -71,6 +71,18 @@ impl Strided {
         let [i1, i2, i3] = unravel_row(r, &self.l.ne);
         self.row(i1, i2, i3)
     }
+    /// The same packed bytes seen with shape `ne` (same element count).
+    pub(crate) fn reshaped(&self, ne: [i64; 4]) -> Result<Strided> {
+        let l = Layout::contiguous(self.l.dtype, ne)?;
+        if !self.l.is_contiguous() || l.nelements() != self.l.nelements() {
+            return Err(Error::Invalid(format!("internal: cannot view ne={:?} as {ne:?}", self.l.ne)));
+        }
+        Ok(Strided { ptr: self.ptr, l })
+    }
+    /// Row `r` as a one-row tensor.
+    pub(crate) fn row_tensor(&self, r: i64) -> Strided {
+        Strided { ptr: self.row_at(r), l: Layout { ne: [self.l.ne[0], 1, 1, 1], ..self.l } }
+    }
     /// True if elements along dim 0 are packed.
     pub(crate) fn packed_rows(&self) -> bool {
         self.l.nb[0] == self.l.dtype.type_size() || self.l.ne[0] <= 1

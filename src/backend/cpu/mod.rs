@@ -5,7 +5,13 @@ mod copy;
 mod elementwise;
 mod matmul;
 mod mem;
+mod norm;
+mod quant_copy;
 mod reduce;
+mod rope;
+mod rows;
+mod shape;
+mod softmax;
 
 use std::collections::HashMap;
 
@@ -38,6 +44,8 @@ impl ReuseRules for CpuRules {
         match op {
             Op::Binary(_) => slot <= 1,
             Op::Scale(_) | Op::Unary(_) | Op::Cont | Op::Dup => slot == 0,
+            // diag_mask_inf reads each element once, right before writing it
+            Op::DiagMaskInf { .. } => slot == 0,
             _ => false,
         }
     }
@@ -131,6 +139,20 @@ impl CpuBackend {
                 Op::Unary(op) => elementwise::unary(&ex, op, dst, bind(src[0])?)?,
                 Op::SumRows => reduce::sum_rows(&ex, dst, bind(src[0])?)?,
                 Op::MulMat => matmul::mul_mat(&ex, dst, bind(src[0])?, bind(src[1])?)?,
+                Op::GetRows => rows::get_rows(&ex, dst, bind(src[0])?, bind(src[1])?)?,
+                Op::RmsNorm { eps } => norm::rms_norm(&ex, eps, dst, bind(src[0])?)?,
+                Op::Norm { eps } => norm::norm(&ex, eps, dst, bind(src[0])?)?,
+                Op::SoftMax { scale, max_bias } => {
+                    let mask = src.get(1).map(|&m| bind(m)).transpose()?;
+                    softmax::soft_max(&ex, scale, max_bias, dst, bind(src[0])?, mask)?
+                }
+                Op::DiagMaskInf { n_past } => softmax::diag_mask_inf(&ex, n_past, dst, bind(src[0])?)?,
+                Op::Rope(p) => {
+                    let ff = src.get(2).map(|&f| bind(f)).transpose()?;
+                    rope::rope(&ex, &p, dst, bind(src[0])?, bind(src[1])?, ff)?
+                }
+                Op::Concat { dim } => shape::concat(&ex, dim, dst, bind(src[0])?, bind(src[1])?)?,
+                Op::Repeat => shape::repeat(&ex, dst, bind(src[0])?)?,
                 Op::Leaf | Op::View | Op::Reshape | Op::Transpose | Op::Permute(_) | Op::Expand => {}
             }
             if self.poison {

@@ -45,7 +45,8 @@ fn reference(src: &[f32], ne: [i64; 4], nb: [usize; 4]) -> Vec<f32> {
 fn run_copy(src: &mut [f32], ne: [i64; 4], nb: [usize; 4], threads: bool) -> Vec<f32> {
     let pool = pool();
     let ex = Exec { pool: threads.then_some(&pool) };
-    let s = Strided::new(src.as_mut_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb }).unwrap();
+    let s = Strided::new(src.as_mut_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
+        .unwrap();
     let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
     let d = Strided::of_f32(&mut out, ne).unwrap();
     copy::copy(&ex, "test", d, s).unwrap();
@@ -112,6 +113,7 @@ fn every_conversion_pair_rounds_like_half() {
                 dtype: dt,
                 ne: [n, 1, 1, 1],
                 nb: [step, step * n as usize, step * n as usize, step * n as usize],
+                block_dim: 0,
             };
             let d = Strided::new(mid.as_mut_ptr().cast(), mid.len() * 4, 0, l).unwrap();
             copy::copy(&ex, "test", d, s).unwrap();
@@ -136,7 +138,12 @@ fn f16_transpose_uses_the_two_byte_path() {
     let (a, b) = (37usize, 90usize);
     let vals: Vec<f16> = (0..a * b).map(|i| f16::from_f32(i as f32)).collect();
     let mut raw: Vec<u16> = vals.iter().map(|v| v.to_bits()).collect();
-    let l = Layout { dtype: DType::F16, ne: [b as i64, a as i64, 1, 1], nb: [2 * a, 2, 2 * a * b, 2 * a * b] };
+    let l = Layout {
+        dtype: DType::F16,
+        ne: [b as i64, a as i64, 1, 1],
+        nb: [2 * a, 2, 2 * a * b, 2 * a * b],
+        block_dim: 0,
+    };
     let s = Strided::new(raw.as_mut_ptr().cast(), raw.len() * 2, 0, l).unwrap();
     let got = copy::read_f32(s).unwrap();
     for i1 in 0..a {

@@ -1,0 +1,168 @@
+//! `rgml inspect`, `rgml dump` and `rgml quantize`: GGUF files from the command line.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use rgml::gguf::{Array, GgufFile, GgufWriter, Value};
+use rgml::{quant, DType};
+
+/// Elements of an array shown before "…".
+const SHOWN: usize = 8;
+
+/// A value as text; arrays show their length, type and first elements.
+pub fn show_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => show_array(a),
+        Value::U8(x) => x.to_string(),
+        Value::I8(x) => x.to_string(),
+        Value::U16(x) => x.to_string(),
+        Value::I16(x) => x.to_string(),
+        Value::U32(x) => x.to_string(),
+        Value::I32(x) => x.to_string(),
+        Value::U64(x) => x.to_string(),
+        Value::I64(x) => x.to_string(),
+        Value::F32(x) => format!("{x:?}"),
+        Value::F64(x) => format!("{x:?}"),
+        Value::Bool(x) => x.to_string(),
+    }
+}
+
+fn show_array(a: &Array) -> String {
+    fn list<T: std::fmt::Debug>(v: &[T]) -> String {
+        let items: Vec<String> = v.iter().take(SHOWN).map(|x| format!("{x:?}")).collect();
+        format!("[{}{}]", items.join(", "), if v.len() > SHOWN { ", …" } else { "" })
+    }
+    let body = match a {
+        Array::U8(v) => list(v),
+        Array::I8(v) => list(v),
+        Array::U16(v) => list(v),
+        Array::I16(v) => list(v),
+        Array::U32(v) => list(v),
+        Array::I32(v) => list(v),
+        Array::F32(v) => list(v),
+        Array::Bool(v) => list(v),
+        Array::String(v) => list(v),
+        Array::U64(v) => list(v),
+        Array::I64(v) => list(v),
+        Array::F64(v) => list(v),
+        Array::Array(v) => {
+            let items: Vec<String> = v.iter().take(SHOWN).map(show_array).collect();
+            format!("[{}{}]", items.join(", "), if v.len() > SHOWN { ", …" } else { "" })
+        }
+    };
+    format!("{} [{}] {body}", a.type_description(), a.len())
+}
+
+/// The report `rgml inspect` prints.
+pub fn inspect(path: &Path) -> rgml::Result<String> {
+    let f = GgufFile::open(path)?;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}: GGUF v{}, alignment {}, {} metadata keys, {} tensors, data at byte {}",
+        path.display(),
+        f.version(),
+        f.alignment(),
+        f.metadata().len(),
+        f.tensors().len(),
+        f.data_offset()
+    );
+    let _ = writeln!(s, "\nmetadata:");
+    for (k, v) in f.metadata() {
+        let _ = writeln!(s, "  {k:<40} {:<8} {}", v.value_type().to_string(), show_value(v));
+    }
+    let _ = writeln!(s, "\ntensors:\n  {:<32} {:<6} {:<24} {:>12} {:>12}", "name", "type", "ne", "bytes", "offset");
+    for t in f.tensors() {
+        let ne: Vec<i64> = t.ne[..(t.n_dims as usize).clamp(1, 4)].to_vec();
+        let _ = writeln!(
+            s,
+            "  {:<32} {:<6} {:<24} {:>12} {:>12}",
+            t.name,
+            t.dtype.name(),
+            format!("{ne:?}"),
+            t.size,
+            f.tensor_range(t).start
+        );
+    }
+    Ok(s)
+}
+
+/// Writes tensor `name` of `path`, dequantized, as little-endian f32 in ggml order.
+pub fn dump(path: &Path, name: &str, out: &Path) -> rgml::Result<usize> {
+    let f = GgufFile::open(path)?;
+    let info = f
+        .tensor(name)
+        .ok_or_else(|| rgml::Error::Metadata { key: format!("tensor {name}"), msg: "not in the file".into() })?;
+    let values = dequantize_all(info.dtype, info.ne[0] as usize, f.tensor_bytes(info))?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(out, bytes)?;
+    Ok(values.len())
+}
+
+fn dequantize_all(dtype: DType, ne0: usize, bytes: &[u8]) -> rgml::Result<Vec<f32>> {
+    let row = dtype.row_size(ne0 as i64).unwrap_or(0);
+    let rows = if row == 0 { 0 } else { bytes.len() / row };
+    let mut out = vec![0f32; rows * ne0];
+    for (src, dst) in bytes.chunks_exact(row.max(1)).zip(out.chunks_mut(ne0.max(1))) {
+        quant::dequantize_row(dtype, src, dst)?;
+    }
+    Ok(out)
+}
+
+/// llama.cpp's `general.file_type` for a file whose weights are `t`.
+fn file_type(t: DType) -> u32 {
+    match t {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
+        DType::Q8_0 => 7,
+        DType::Q5_0 => 8,
+        DType::Q5_1 => 9,
+        DType::Q2_K => 10,
+        DType::Q3_K => 12,
+        DType::Q4_K => 15,
+        DType::Q5_K => 17,
+        DType::Q6_K => 18,
+        DType::BF16 => 32,
+        _ => 0,
+    }
+}
+
+/// Re-quantizes the 2-D weight matrices of `input` to `to` (like llama.cpp's
+/// quantize tool: 1-D tensors such as norms stay as they are, and so does a
+/// matrix whose rows are not whole blocks), keeps the metadata, updates
+/// `general.file_type`, and writes `output`. Calls `progress` per tensor.
+pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut(&str)) -> rgml::Result<()> {
+    if !(to.is_quantized() || to.is_float()) || matches!(to, DType::Q8_1 | DType::Q8_K) {
+        return Err(rgml::Error::Unsupported { op: "quantize", dtype: to });
+    }
+    let f = GgufFile::open(input)?;
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata() {
+        if k != "general.file_type" {
+            w.set(k.clone(), v.clone())?;
+        }
+    }
+    w.set("general.file_type", file_type(to))?;
+    for (i, t) in f.tensors().iter().enumerate() {
+        let dims = (t.n_dims as usize).clamp(1, 4);
+        let ne0 = t.ne[0] as usize;
+        let convert = dims == 2 && t.dtype != to && ne0 % to.block_size() == 0 && (t.dtype.is_float() || t.dtype.is_quantized());
+        if convert {
+            let values = dequantize_all(t.dtype, ne0, f.tensor_bytes(t))?;
+            let row = to.row_size(ne0 as i64).unwrap_or(0);
+            let mut bytes = vec![0u8; row * values.len() / ne0.max(1)];
+            for (src, dst) in values.chunks(ne0.max(1)).zip(bytes.chunks_mut(row.max(1))) {
+                quant::quantize_row(to, src, dst)?;
+            }
+            progress(&format!("[{}/{}] {:<32} {} -> {} ({} -> {} bytes)", i + 1, f.tensors().len(), t.name, t.dtype, to, t.size, bytes.len()));
+            w.add_tensor(t.name.clone(), to, &t.ne[..dims], bytes)?;
+        } else {
+            progress(&format!("[{}/{}] {:<32} {} kept", i + 1, f.tensors().len(), t.name, t.dtype));
+            w.add_tensor(t.name.clone(), t.dtype, &t.ne[..dims], f.tensor_bytes(t).to_vec())?;
+        }
+    }
+    w.write(output)
+}

@@ -1,0 +1,85 @@
+//! `rgml inspect`, `dump` and `quantize` on the reference files.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use rgml::gguf::GgufFile;
+use rgml::DType;
+
+fn fixture(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(p)
+}
+fn rgml(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).output().unwrap()
+}
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rgml-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn inspect_prints_metadata_and_tensors_and_fails_on_bad_files() {
+    let out = rgml(&["inspect".as_ref(), fixture("gguf/valid/mixed.gguf").as_os_str()]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("GGUF v3, alignment 32, 34 metadata keys, 29 tensors"), "{s}");
+    assert!(s.contains("test.u64") && s.contains("18446744073709551615"));
+    assert!(s.contains("q4_K") && s.contains("[256, 3]"), "{s}");
+    let bad = rgml(&["inspect".as_ref(), fixture("gguf/malformed/truncated_in_kv.gguf").as_os_str()]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gguf:"));
+}
+
+#[test]
+fn dump_writes_the_dequantized_values() {
+    let out = tmp("q4_0.f32");
+    let run = rgml(&[
+        "dump".as_ref(),
+        fixture("gguf/valid/mixed.gguf").as_os_str(),
+        "q4_0.2d_8x128".as_ref(),
+        "--f32".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let got = std::fs::read(&out).unwrap();
+    std::fs::remove_file(&out).ok();
+    assert_eq!(got, std::fs::read(fixture("gguf/expected/mixed__q4_0.2d_8x128.f32")).unwrap());
+    let missing = rgml(&["dump".as_ref(), fixture("gguf/valid/mixed.gguf").as_os_str(), "nope".as_ref(), "--f32".as_ref(), out.as_os_str()]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("nope"));
+}
+
+#[test]
+fn quantize_converts_matrices_and_keeps_norms() {
+    let src = fixture("tiny_llama/tiny_llama_f32.gguf");
+    for (name, dt, ftype, tol) in [("q8_0", DType::Q8_0, 7u32, 0.01f32), ("q4_0", DType::Q4_0, 2, 0.15)] {
+        let out = tmp(&format!("{name}.gguf"));
+        let run = rgml(&["quantize".as_ref(), src.as_os_str(), out.as_os_str(), name.as_ref()]);
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        assert!(run.status.success(), "{stdout}");
+        assert_eq!(stdout.lines().count(), 21, "a progress line per tensor");
+        let (a, b) = (GgufFile::open(&src).unwrap(), GgufFile::open(&out).unwrap());
+        std::fs::remove_file(&out).ok();
+        assert_eq!(b.get_u32("general.file_type").unwrap(), ftype);
+        assert_eq!(b.get_u32("llama.block_count").unwrap(), 2, "metadata kept");
+        assert_eq!(b.get_str_array("tokenizer.ggml.tokens").unwrap().len(), 288);
+        for t in a.tensors() {
+            let q = b.tensor(&t.name).unwrap();
+            assert_eq!(q.ne, t.ne);
+            if t.n_dims == 1 {
+                assert_eq!((q.dtype, b.tensor_bytes(q)), (DType::F32, a.tensor_bytes(t)), "{} kept", t.name);
+                continue;
+            }
+            assert_eq!(q.dtype, dt, "{}", t.name);
+            let orig: Vec<f32> = a.tensor_bytes(t).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let mut deq = vec![0f32; orig.len()];
+            let row = dt.row_size(t.ne[0]).unwrap();
+            for (s, d) in b.tensor_bytes(q).chunks(row).zip(deq.chunks_mut(t.ne[0] as usize)) {
+                rgml::quant::dequantize_row(dt, s, d).unwrap();
+            }
+            let max = orig.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let err = orig.iter().zip(&deq).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(err <= tol * max, "{} {name}: max error {err} of max {max}", t.name);
+        }
+    }
+    let bad = rgml(&["quantize".as_ref(), src.as_os_str(), tmp("x").as_os_str(), "q9_9".as_ref()]);
+    assert!(!bad.status.success());
+}

@@ -1,0 +1,151 @@
+//! Copies where either side is block-quantized: dequantize on the way out,
+//! quantize on the way in. Rows of whole blocks on both sides go row by row;
+//! any other layout (a transposed or permuted quantized tensor, a reshaping
+//! `cpy`) goes block by block through a packed f32 copy in logical order.
+
+use std::sync::Mutex;
+
+use super::copy;
+use super::mem::{Exec, Strided};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::quant;
+
+/// True if `t`'s rows are runs of whole packed blocks (or packed plain elements).
+fn rows_packed(t: &Strided) -> bool {
+    let l = &t.l;
+    (!l.dtype.is_quantized() || l.block_dim == 0) && (l.nb[0] == l.dtype.type_size() || l.units0() <= 1)
+}
+
+/// Keeps the first error raised inside a parallel loop.
+#[derive(Default)]
+struct FirstError(Mutex<Option<Error>>);
+
+impl FirstError {
+    fn keep(&self, r: Result<()>) {
+        if let (Err(e), Ok(mut slot)) = (r, self.0.lock()) {
+            slot.get_or_insert(e);
+        }
+    }
+    fn into_result(self) -> Result<()> {
+        match self.0.into_inner() {
+            Ok(Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Copies `src` into `dst` (same element count, logical order) when either is quantized.
+pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+    let n = dst.l.nelements() as usize;
+    if n == 0 || dst.same_as(&src) {
+        return Ok(());
+    }
+    if dst.l.dtype == src.l.dtype && dst.l.ne == src.l.ne && dst.l.block_dim == src.l.block_dim {
+        // same type, same blocks: move the bytes, never requantize
+        let (ts, snb) = (src.l.dtype.type_size(), src.l.nb);
+        return each_block(ex, &dst.l, dst, |_, u, block, _| {
+            let from = src.ptr().wrapping_add((0..4).map(|d| u[d] * snb[d]).sum::<usize>());
+            // SAFETY: both blocks lie inside their tensors and do not overlap
+            // (a copy never partly overlaps its source; `same_as` returned above).
+            unsafe { std::ptr::copy_nonoverlapping(from, block, ts) };
+            Ok(())
+        });
+    }
+    if dst.l.ne[0] == src.l.ne[0] && rows_packed(&dst) && rows_packed(&src) {
+        return rowwise(ex, dst, src);
+    }
+    // the values in logical order, seen with src's and with dst's shape
+    let mut tmp = vec![0f32; n];
+    let as_src = Strided::of_f32(&mut tmp, src.l.ne)?;
+    let as_dst = as_src.reshaped(dst.l.ne)?;
+    if src.l.dtype.is_quantized() {
+        each_block(ex, &src.l, src, |l, u, block, vals| {
+            // SAFETY: `block` is one block of src, inside its extent.
+            quant::dequantize_row(l.dtype, unsafe { std::slice::from_raw_parts(block, l.dtype.type_size()) }, vals)?;
+            for (j, &v) in vals.iter().enumerate() {
+                // SAFETY: the logical index is < n, and each block writes its own elements.
+                unsafe { as_src.ptr().cast::<f32>().add(logical_index(l, u, j)).write(v) };
+            }
+            Ok(())
+        })?;
+    } else {
+        copy::copy(ex, op, as_src, src)?;
+    }
+    if dst.l.dtype.is_quantized() {
+        each_block(ex, &dst.l, dst, |l, u, block, vals| {
+            for (j, v) in vals.iter_mut().enumerate() {
+                // SAFETY: the logical index is < n.
+                *v = unsafe { as_dst.ptr().cast::<f32>().add(logical_index(l, u, j)).read() };
+            }
+            // SAFETY: `block` is one block of dst, written by this call only.
+            quant::quantize_row(l.dtype, vals, unsafe { std::slice::from_raw_parts_mut(block, l.dtype.type_size()) })
+        })
+    } else {
+        copy::copy(ex, op, dst, as_dst)
+    }
+}
+
+/// Linear (logical-order) index of value `j` of the block at unit index `u`.
+fn logical_index(l: &Layout, u: [usize; 4], j: usize) -> usize {
+    let mut i = u;
+    i[l.block_dim] = u[l.block_dim] * l.dtype.block_size() + j;
+    let ne = l.ne.map(|x| x as usize);
+    ((i[3] * ne[2] + i[2]) * ne[1] + i[1]) * ne[0] + i[0]
+}
+
+/// Calls `f(layout, unit index, block address, scratch for its values)` for
+/// every block of tensor `t`, in parallel.
+fn each_block<F>(ex: &Exec, l: &Layout, t: Strided, f: F) -> Result<()>
+where
+    F: Fn(&Layout, [usize; 4], *mut u8, &mut [f32]) -> Result<()> + Sync + Send,
+{
+    let u = [0, 1, 2, 3].map(|d| l.units(d) as usize);
+    let bs = l.dtype.block_size();
+    let errors = FirstError::default();
+    ex.for_ranges(u.iter().product(), bs, |range| {
+        let mut vals = vec![0f32; bs];
+        for k in range {
+            let idx = [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])];
+            let at = t.ptr().wrapping_add((0..4).map(|d| idx[d] * l.nb[d]).sum::<usize>());
+            errors.keep(f(l, idx, at, &mut vals));
+        }
+    });
+    errors.into_result()
+}
+
+/// Same `ne[0]`, rows of whole blocks: one row at a time through an f32 row.
+fn rowwise(ex: &Exec, dst: Strided, src: Strided) -> Result<()> {
+    let ne0 = dst.l.ne[0] as usize;
+    let errors = FirstError::default();
+    ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
+        let mut row = vec![0f32; ne0];
+        for r in rows {
+            errors.keep(row_through_f32(dst.row_tensor(r as i64), src.row_tensor(r as i64), &mut row));
+        }
+    });
+    errors.into_result()
+}
+
+/// One row: `src` → f32 → `dst`.
+fn row_through_f32(dst: Strided, src: Strided, row: &mut [f32]) -> Result<()> {
+    let one = Exec { pool: None };
+    let ne = [row.len() as i64, 1, 1, 1];
+    if dst.l.dtype == src.l.dtype {
+        // SAFETY: packed rows of the same type: `row_size` bytes each, not overlapping.
+        unsafe { std::ptr::copy_nonoverlapping(src.ptr(), dst.ptr(), dst.l.row_size()) };
+        return Ok(());
+    }
+    if src.l.dtype.is_quantized() {
+        // SAFETY: a packed row of src: `row_size` bytes inside its buffer.
+        quant::dequantize_row(src.l.dtype, unsafe { std::slice::from_raw_parts(src.ptr(), src.l.row_size()) }, row)?;
+    } else {
+        copy::copy(&one, "cpy", Strided::of_f32(row, ne)?, src)?;
+    }
+    if dst.l.dtype.is_quantized() {
+        // SAFETY: a packed row of dst, `row_size` bytes, written by this thread only.
+        quant::quantize_row(dst.l.dtype, row, unsafe { std::slice::from_raw_parts_mut(dst.ptr(), dst.l.row_size()) })
+    } else {
+        copy::copy(&one, "cpy", dst, Strided::of_f32(row, ne)?)
+    }
+}

@@ -1,0 +1,42 @@
+//! `get_rows`: each output row is a copy (dequantized or converted) of the
+//! source row its index names; indices are checked as they are read.
+
+use std::sync::Mutex;
+
+use super::copy;
+use super::mem::{unravel_row, Exec, Strided};
+use crate::error::{Error, Result};
+
+/// `dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]`.
+pub(crate) fn get_rows(ex: &Exec, dst: Strided, a: Strided, idx: Strided) -> Result<()> {
+    let n_rows = a.l.ne[1];
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    let ne = dst.l.ne;
+    let nb = idx.l.nb;
+    ex.for_ranges(dst.l.nrows() as usize, ne[0] as usize, |rows| {
+        let one = Exec { pool: None };
+        for r in rows {
+            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let at = idx.ptr().wrapping_add(i1 as usize * nb[0] + i2 as usize * nb[1] + i3 as usize * nb[2]);
+            // SAFETY: (i1, i2, i3) < (b.ne0, b.ne1, b.ne2): an aligned I32 element of the index tensor.
+            let row = i64::from(unsafe { at.cast::<i32>().read() });
+            let r = if (0..n_rows).contains(&row) {
+                copy::copy(
+                    &one,
+                    "get_rows",
+                    dst.row_tensor(r as i64),
+                    a.row_tensor(row + n_rows * (i2 + a.l.ne[2] * i3)),
+                )
+            } else {
+                Err(Error::Invalid(format!("get_rows: index {row} is outside the {n_rows} rows of the source")))
+            };
+            if let (Err(e), Ok(mut f)) = (r, failed.lock()) {
+                f.get_or_insert(e);
+            }
+        }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,54 @@
+//! GGUF: reading (memory-mapped, zero-copy) and writing ggml's model file format.
+//!
+//! A GGUF file is a little-endian header — magic `GGUF`, version, tensor
+//! count, KV count, the metadata KV pairs, the tensor infos — then padding to
+//! the alignment (`general.alignment`, default 32) and the data section with
+//! every tensor's bytes at an aligned offset. Versions 2 and 3 are read (they
+//! differ only in that v3 may be big-endian, which rgml rejects); v3 is written.
+//!
+//! [`GgufFile::open`] maps a file and validates it; [`GgufHeader::parse`]
+//! does the same on a byte slice. Validation, beyond the layout itself:
+//! - every count and length is checked against the bytes left before
+//!   anything is allocated for it (a KV count of 2^60 fails at once);
+//! - keys are non-empty and unique; tensor names are unique and at most 64
+//!   bytes (the GGUF limit; ggml itself needs < 64, which the writer enforces);
+//! - strings (keys, values, names) must be valid UTF-8, and bools 0 or 1, as the
+//!   spec says; arrays may nest up to [`MAX_ARRAY_DEPTH`] levels;
+//! - `general.alignment`, if present, is a `u32` non-zero power of two;
+//! - tensors have at most 4 dims, each in `0..=i64::MAX` (0 is accepted, as in
+//!   ggml), an element count and byte size that do not overflow, a type rgml
+//!   knows ([`DType`](crate::DType); removed ggml types such as Q4_2 and types
+//!   rgml does not implement are errors), and `ne[0]` a multiple of the type's
+//!   block size;
+//! - tensor data lie inside the file, at offsets that are multiples of the
+//!   alignment, and do not overlap. Unlike ggml, tensors need not be stored in
+//!   order or back to back, and the last tensor's trailing padding may be
+//!   missing (llama.cpp's mmap loader and gguf-py accept such files too).
+//!
+//! Malformed files give [`Error::Gguf`](crate::Error::Gguf) with the byte
+//! offset where the problem was found; the parser never panics.
+
+mod file;
+mod header;
+mod reader;
+mod value;
+mod writer;
+
+pub use file::GgufFile;
+pub use header::{GgufHeader, TensorInfo};
+pub use value::{Array, Value, ValueType};
+pub use writer::{GgufWriter, MAX_WRITE_NAME};
+
+/// The four bytes every GGUF file starts with.
+pub const MAGIC: [u8; 4] = *b"GGUF";
+/// Alignment of the data section and of tensor offsets when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: usize = 32;
+/// Longest tensor name the reader accepts, in bytes (the GGUF spec's limit).
+pub const MAX_TENSOR_NAME: usize = 64;
+/// Deepest nesting of arrays the reader and writer accept (an array of
+/// scalars is 1 level). Real files use at most 2; the bound keeps parsing a
+/// hostile file from recursing without limit.
+pub const MAX_ARRAY_DEPTH: usize = 16;
+
+#[cfg(test)]
+mod tests;

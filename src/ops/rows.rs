@@ -1,0 +1,35 @@
+//! Row gathers.
+
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::{Op, TensorId};
+
+impl Context {
+    /// ggml's `get_rows(a, b)`: `out[:, i1, i2, i3] = a[:, b[i1, i2, i3], i2, i3]`.
+    /// `a` is `[ne0, n_rows, ne2, ne3]` of any type (block types dequantized);
+    /// `b` holds I32 row indices, `[n, ne2, ne3]`. The result is F32 (I32 for an
+    /// I32 `a`) with `ne = [a.ne0, b.ne0, b.ne1, b.ne2]`. An index outside
+    /// `0..n_rows` is an error when the graph runs.
+    pub fn get_rows(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        let (la, lb) = (self.layout(a)?, self.layout(b)?);
+        if lb.dtype != DType::I32 {
+            return Err(Error::DTypeMismatch {
+                what: "get_rows indices".into(),
+                expected: DType::I32,
+                found: lb.dtype,
+            });
+        }
+        if la.ne[2] != lb.ne[1] || la.ne[3] != lb.ne[2] || lb.ne[3] != 1 {
+            return Err(Error::shape(
+                "get_rows",
+                format!("indices ne={:?} must be [n, a.ne2, a.ne3, 1] for a ne={:?}", lb.ne, la.ne),
+            ));
+        }
+        if la.dtype.is_quantized() && la.block_dim != 0 {
+            return Err(Error::NotContiguous { op: "get_rows", ne: la.ne, nb: la.nb, dtype: la.dtype });
+        }
+        let dtype = if la.dtype == DType::I32 { DType::I32 } else { DType::F32 };
+        self.new_result(Op::GetRows, dtype, [la.ne[0], lb.ne[0], lb.ne[1], lb.ne[2]], vec![a, b])
+    }
+}
