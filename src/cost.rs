@@ -43,6 +43,12 @@ pub fn traffic(ctx: &Context, id: TensorId) -> Result<Traffic> {
     for &s in srcs {
         read += stored_bytes(ctx.tensor(s)?.layout());
     }
+    if op == Op::SetRows {
+        // the new rows and the indices; the destination is not read
+        let (rows, idx) = (ctx.tensor(t.src()[1])?.layout(), ctx.tensor(t.src()[2])?.layout());
+        let written = rows.nrows() as u64 * t.layout().row_size() as u64;
+        return Ok(Traffic { read: stored_bytes(rows) + stored_bytes(idx), written });
+    }
     if op == Op::GetRows {
         // the picked rows and the indices, not the whole table
         let (a, idx) = (ctx.tensor(t.src()[0])?.layout(), ctx.tensor(t.src()[1])?.layout());

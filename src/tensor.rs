@@ -123,6 +123,9 @@ pub enum Op {
     MulMat,
     /// ggml's `get_rows`: rows of `src[0]` picked by the I32 indices in `src[1]`.
     GetRows,
+    /// ggml's `set_rows`: rows of `src[1]` written into `src[0]`'s storage at
+    /// the I32 indices in `src[2]` (the result is a view of `src[0]`).
+    SetRows,
     /// ggml's `rms_norm`: each row divided by `sqrt(mean(x²) + eps)`.
     RmsNorm {
         /// Added to the mean square before the square root.
@@ -229,6 +232,7 @@ impl Op {
             Op::SumRows => "sum_rows",
             Op::MulMat => "mul_mat",
             Op::GetRows => "get_rows",
+            Op::SetRows => "set_rows",
             Op::RmsNorm { .. } => "rms_norm",
             Op::Norm { .. } => "norm",
             Op::SoftMax { .. } => "soft_max",

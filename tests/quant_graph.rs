@@ -146,7 +146,8 @@ fn get_rows_from_quantized_and_float_tables() {
         } else {
             v.clone()
         };
-        let want: Vec<f32> = [4, 0, 4, 2].iter().flat_map(|&r| stored[r * ne0 as usize..][..ne0 as usize].to_vec()).collect();
+        let want: Vec<f32> =
+            [4, 0, 4, 2].iter().flat_map(|&r| stored[r * ne0 as usize..][..ne0 as usize].to_vec()).collect();
         assert_eq!(st.read_f32(&ctx, rows).unwrap(), want, "{dt}");
     }
 }

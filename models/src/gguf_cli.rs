@@ -102,7 +102,7 @@ pub fn dump(path: &Path, name: &str, out: &Path) -> rgml::Result<usize> {
 
 fn dequantize_all(dtype: DType, ne0: usize, bytes: &[u8]) -> rgml::Result<Vec<f32>> {
     let row = dtype.row_size(ne0 as i64).unwrap_or(0);
-    let rows = if row == 0 { 0 } else { bytes.len() / row };
+    let rows = bytes.len().checked_div(row).unwrap_or(0);
     let mut out = vec![0f32; rows * ne0];
     for (src, dst) in bytes.chunks_exact(row.max(1)).zip(out.chunks_mut(ne0.max(1))) {
         quant::dequantize_row(dtype, src, dst)?;
@@ -149,7 +149,10 @@ pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut
     for (i, t) in f.tensors().iter().enumerate() {
         let dims = (t.n_dims as usize).clamp(1, 4);
         let ne0 = t.ne[0] as usize;
-        let convert = dims == 2 && t.dtype != to && ne0 % to.block_size() == 0 && (t.dtype.is_float() || t.dtype.is_quantized());
+        let convert = dims == 2
+            && t.dtype != to
+            && ne0.is_multiple_of(to.block_size())
+            && (t.dtype.is_float() || t.dtype.is_quantized());
         if convert {
             let values = dequantize_all(t.dtype, ne0, f.tensor_bytes(t))?;
             let row = to.row_size(ne0 as i64).unwrap_or(0);
@@ -157,7 +160,16 @@ pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut
             for (src, dst) in values.chunks(ne0.max(1)).zip(bytes.chunks_mut(row.max(1))) {
                 quant::quantize_row(to, src, dst)?;
             }
-            progress(&format!("[{}/{}] {:<32} {} -> {} ({} -> {} bytes)", i + 1, f.tensors().len(), t.name, t.dtype, to, t.size, bytes.len()));
+            progress(&format!(
+                "[{}/{}] {:<32} {} -> {} ({} -> {} bytes)",
+                i + 1,
+                f.tensors().len(),
+                t.name,
+                t.dtype,
+                to,
+                t.size,
+                bytes.len()
+            ));
             w.add_tensor(t.name.clone(), to, &t.ne[..dims], bytes)?;
         } else {
             progress(&format!("[{}/{}] {:<32} {} kept", i + 1, f.tensors().len(), t.name, t.dtype));

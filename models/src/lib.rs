@@ -5,5 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod gguf_cli;
 pub mod graph_cases;
+pub mod llama;
 pub mod mlp;
 pub mod plan_report;
+pub mod run;

@@ -60,6 +60,36 @@ enum Cmd {
         /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, f16, bf16, f32.
         dtype: String,
     },
+    /// Run a llama-architecture GGUF model on token ids; greedy generation.
+    Run {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// Prompt token ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        tokens: Vec<u32>,
+        /// Tokens to generate after the prompt.
+        #[arg(long, default_value_t = 0)]
+        n_predict: usize,
+        /// Write every evaluated position's logits here (little-endian f32, position-major).
+        #[arg(long)]
+        logits: Option<std::path::PathBuf>,
+        /// KV cache positions (default: the model's context length).
+        #[arg(long)]
+        n_ctx: Option<usize>,
+        /// Worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
+    /// Write a llama model's forward graph (for the prompt length) as Graphviz DOT.
+    Dot {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// Output .dot file.
+        out: std::path::PathBuf,
+        /// Batch size of the graph.
+        #[arg(long, default_value_t = 1)]
+        n_tokens: usize,
+    },
     /// Plan the built-in graphs; print naive, planned and lower-bound buffer sizes.
     Plan,
     /// Time the standard workloads; report GB/s and the ratio to a 64 MiB memcpy.
@@ -91,18 +121,30 @@ fn main() -> ExitCode {
             print!("{s}");
             ExitCode::SUCCESS
         }),
-        Cmd::Dump { file, tensor, out } => rgml_models::gguf_cli::dump(&file, &tensor, &out)
-            .map_err(|e| e.to_string())
-            .map(|n| {
+        Cmd::Dump { file, tensor, out } => {
+            rgml_models::gguf_cli::dump(&file, &tensor, &out).map_err(|e| e.to_string()).map(|n| {
                 println!("wrote {n} f32 values to {}", out.display());
                 ExitCode::SUCCESS
-            }),
+            })
+        }
         Cmd::Quantize { input, output, dtype } => match rgml::DType::from_name(&dtype) {
             None => Err(format!("unknown type {dtype}")),
             Some(t) => rgml_models::gguf_cli::quantize(&input, &output, t, |line| println!("{line}"))
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
+        Cmd::Run { model, tokens, n_predict, logits, n_ctx, threads } => {
+            rgml_models::run::run(&model, &tokens, n_predict, logits.as_deref(), n_ctx, threads)
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Dot { model, out, n_tokens } => rgml_models::llama::Llama::load(&model, None, 1)
+            .and_then(|mut m| m.dot(n_tokens))
+            .map_err(|e| e.to_string())
+            .and_then(|d| std::fs::write(&out, d).map_err(|e| e.to_string()))
+            .map(|()| {
+                println!("wrote {}", out.display());
+                ExitCode::SUCCESS
+            }),
         Cmd::Plan => rgml_models::plan_report::all().map(|rs| {
             rs.iter().for_each(|r| println!("{r}"));
             ExitCode::SUCCESS

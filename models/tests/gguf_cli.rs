@@ -43,7 +43,13 @@ fn dump_writes_the_dequantized_values() {
     let got = std::fs::read(&out).unwrap();
     std::fs::remove_file(&out).ok();
     assert_eq!(got, std::fs::read(fixture("gguf/expected/mixed__q4_0.2d_8x128.f32")).unwrap());
-    let missing = rgml(&["dump".as_ref(), fixture("gguf/valid/mixed.gguf").as_os_str(), "nope".as_ref(), "--f32".as_ref(), out.as_os_str()]);
+    let missing = rgml(&[
+        "dump".as_ref(),
+        fixture("gguf/valid/mixed.gguf").as_os_str(),
+        "nope".as_ref(),
+        "--f32".as_ref(),
+        out.as_os_str(),
+    ]);
     assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("nope"));
 }
 
@@ -69,7 +75,8 @@ fn quantize_converts_matrices_and_keeps_norms() {
                 continue;
             }
             assert_eq!(q.dtype, dt, "{}", t.name);
-            let orig: Vec<f32> = a.tensor_bytes(t).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let orig: Vec<f32> =
+                a.tensor_bytes(t).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
             let mut deq = vec![0f32; orig.len()];
             let row = dt.row_size(t.ne[0]).unwrap();
             for (s, d) in b.tensor_bytes(q).chunks(row).zip(deq.chunks_mut(t.ne[0] as usize)) {

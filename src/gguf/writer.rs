@@ -31,8 +31,13 @@ struct PendingTensor<'a> {
 
 /// Builds a GGUF v3 file: metadata in insertion order, then tensor infos and
 /// data in insertion order, each tensor's data padded to the alignment (the
-/// layout ggml and gguf-py write). The bytes of a tensor may be borrowed
-/// (`&'a [u8]`), owned, or streamed from a reader when the file is written.
+/// layout ggml and gguf-py write: for the same content the bytes are identical
+/// to gguf-py's). The bytes of a tensor may be borrowed (`&'a [u8]`), owned,
+/// or streamed from a reader when the file is written.
+///
+/// Compatibility: gguf-py reads everything this writes; ggml and llama.cpp
+/// read everything except arrays of arrays (ggml's `gguf.cpp` rejects them), so
+/// avoid nested arrays in files meant for llama.cpp.
 ///
 /// ```
 /// use rgml::gguf::{GgufFile, GgufWriter};

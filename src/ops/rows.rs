@@ -32,4 +32,38 @@ impl Context {
         let dtype = if la.dtype == DType::I32 { DType::I32 } else { DType::F32 };
         self.new_result(Op::GetRows, dtype, [la.ne[0], lb.ne[0], lb.ne[1], lb.ne[2]], vec![a, b])
     }
+
+    /// ggml's `set_rows(a, b, idx)`: `a[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]`,
+    /// converting to `a`'s type (quantizing for block types). Writes into `a`'s
+    /// storage and returns a view of `a` — the way to store new keys and values
+    /// in a KV cache at positions given by a tensor, so that one graph serves
+    /// every position. `b` is `[a.ne0, n, a.ne2, a.ne3]`, `idx` I32 `[n, a.ne2, a.ne3]`;
+    /// an index outside `0..a.ne1` is an error when the graph runs.
+    pub fn set_rows(&mut self, a: TensorId, b: TensorId, idx: TensorId) -> Result<TensorId> {
+        let (la, lb, li) = (self.layout(a)?, self.layout(b)?, self.layout(idx)?);
+        if li.dtype != DType::I32 {
+            return Err(Error::DTypeMismatch {
+                what: "set_rows indices".into(),
+                expected: DType::I32,
+                found: li.dtype,
+            });
+        }
+        if lb.ne[0] != la.ne[0]
+            || lb.ne[2] != la.ne[2]
+            || lb.ne[3] != la.ne[3]
+            || li.ne[0] != lb.ne[1]
+            || li.ne[1] != lb.ne[2]
+            || li.ne[2] != lb.ne[3]
+            || li.ne[3] != 1
+        {
+            return Err(Error::shape(
+                "set_rows",
+                format!("rows ne={:?} and indices ne={:?} do not fit destination ne={:?}", lb.ne, li.ne, la.ne),
+            ));
+        }
+        if la.dtype.is_quantized() && la.block_dim != 0 {
+            return Err(Error::NotContiguous { op: "set_rows", ne: la.ne, nb: la.nb, dtype: la.dtype });
+        }
+        self.in_place_result(Op::SetRows, a, vec![a, b, idx])
+    }
 }

@@ -101,7 +101,7 @@ impl CpuBackend {
     /// Memory for `graph` placed by `plan`: a zeroed plan buffer, and copies of
     /// the leaves the graph writes, taken from the context now.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
-        let leaf_copies = leaf_copies(ctx, graph, &plan)?;
+        let leaf_copies = leaf_copies(ctx, graph, &plan, HashMap::new())?;
         Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size()), plan, leaf_copies })
     }
     /// Like [`CpuBackend::alloc`], with a buffer of `capacity` bytes so that
@@ -140,6 +140,7 @@ impl CpuBackend {
                 Op::SumRows => reduce::sum_rows(&ex, dst, bind(src[0])?)?,
                 Op::MulMat => matmul::mul_mat(&ex, dst, bind(src[0])?, bind(src[1])?)?,
                 Op::GetRows => rows::get_rows(&ex, dst, bind(src[0])?, bind(src[1])?)?,
+                Op::SetRows => rows::set_rows(&ex, dst, bind(src[1])?, bind(src[2])?)?,
                 Op::RmsNorm { eps } => norm::rms_norm(&ex, eps, dst, bind(src[0])?)?,
                 Op::Norm { eps } => norm::norm(&ex, eps, dst, bind(src[0])?)?,
                 Op::SoftMax { scale, max_bias } => {
@@ -172,17 +173,29 @@ impl CpuBackend {
     }
 }
 
-/// The backend's copies of the leaves `plan` says the graph writes, taken from the context.
-fn leaf_copies(ctx: &Context, graph: &Graph, plan: &Plan) -> Result<HashMap<TensorId, HostBuffer>> {
+/// The backend's copies of the leaves `plan` says the graph writes: those in
+/// `held` are kept as they are (and so are the rest of `held`), the others are
+/// taken from the context.
+fn leaf_copies(
+    ctx: &Context,
+    graph: &Graph,
+    plan: &Plan,
+    mut held: HashMap<TensorId, HostBuffer>,
+) -> Result<HashMap<TensorId, HostBuffer>> {
     graph.check_context(ctx)?;
     plan.check_graph(graph)?;
     let mut copies = HashMap::new();
     for (root, place) in plan.places() {
         if place == Place::LeafCopy {
-            let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
-            copies.insert(root, HostBuffer::from_bytes(bytes));
+            let copy = match held.remove(&root) {
+                Some(c) => c,
+                None => HostBuffer::from_bytes(ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?),
+            };
+            copies.insert(root, copy);
         }
     }
+    // copies the new plan does not use are kept for a later rebind
+    copies.extend(held);
     Ok(copies)
 }
 
@@ -213,7 +226,9 @@ impl CpuStorage {
     }
     /// Switches this storage to `plan` (of another graph over the same
     /// context), keeping its buffer; errors if the plan does not fit. Leaf
-    /// copies are taken afresh from the context.
+    /// copies this storage already holds are kept as they are (state such as a
+    /// KV cache carries over from graph to graph); new ones are taken from the
+    /// context.
     pub fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
         if plan.buffer_size() > self.buffer.len() {
             return Err(Error::Invalid(format!(
@@ -222,9 +237,28 @@ impl CpuStorage {
                 self.buffer.len()
             )));
         }
-        self.leaf_copies = leaf_copies(ctx, graph, &plan)?;
+        self.leaf_copies = leaf_copies(ctx, graph, &plan, std::mem::take(&mut self.leaf_copies))?;
         self.plan = plan;
         Ok(())
+    }
+    /// Grows the plan buffer to at least `capacity` bytes (its contents are not
+    /// kept: the next compute rewrites them; inputs placed in it must be set again).
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.buffer.len() {
+            self.buffer = HostBuffer::zeroed(capacity);
+        }
+    }
+    /// Sets the backend's copy of leaf `id` back to the context's data (e.g. to
+    /// clear a KV cache).
+    pub fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        let bytes = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+        match self.leaf_copies.get_mut(&id) {
+            Some(copy) => {
+                copy.as_bytes_mut().copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(Error::Invalid(format!("{} is not a leaf this storage keeps a copy of", ctx.label(id)))),
+        }
     }
 
     /// Writes `bytes` into the storage of an input `id` that the plan placed

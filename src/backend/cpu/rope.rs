@@ -65,6 +65,11 @@ pub(crate) fn rope(
         return Err(Error::Mismatch(format!("internal: rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
     }
     let half = n_dims / 2;
+    if freq_factors.is_some_and(|f| f.l.dtype != crate::DType::F32 || f.l.ne[0] < half as i64)
+        || pos.l.dtype != crate::DType::I32
+    {
+        return Err(Error::Mismatch("internal: rope positions or frequency factors do not fit".into()));
+    }
     // SAFETY (both reads): pos holds a.ne2 I32 values at stride nb0 and the
     // factors at least n_dims/2 F32 values (checked when the op was built).
     let positions: Vec<i32> =

@@ -40,3 +40,43 @@ pub(crate) fn get_rows(ex: &Exec, dst: Strided, a: Strided, idx: Strided) -> Res
         _ => Ok(()),
     }
 }
+
+/// `dst[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]` (dst is the destination's view).
+pub(crate) fn set_rows(ex: &Exec, dst: Strided, b: Strided, idx: Strided) -> Result<()> {
+    let n_rows = dst.l.ne[1];
+    let ne = b.l.ne;
+    let nb = idx.l.nb;
+    // every index is read and checked first: two rows to one place would race
+    let mut targets = Vec::with_capacity(b.l.nrows() as usize);
+    for r in 0..b.l.nrows() {
+        let [i1, i2, i3] = unravel_row(r, &ne);
+        let at = idx.ptr().wrapping_add(i1 as usize * nb[0] + i2 as usize * nb[1] + i3 as usize * nb[2]);
+        // SAFETY: (i1, i2, i3) < (idx.ne0, idx.ne1, idx.ne2): an aligned I32 element of the index tensor.
+        let row = i64::from(unsafe { at.cast::<i32>().read() });
+        if !(0..n_rows).contains(&row) {
+            return Err(Error::Invalid(format!(
+                "set_rows: index {row} is outside the {n_rows} rows of the destination"
+            )));
+        }
+        targets.push(row + n_rows * (i2 + dst.l.ne[2] * i3));
+    }
+    let mut seen = targets.clone();
+    seen.sort_unstable();
+    if seen.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::Invalid("set_rows: two rows are written to the same place".into()));
+    }
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    ex.for_ranges(targets.len(), ne[0] as usize, |rows| {
+        let one = Exec { pool: None };
+        for r in rows {
+            let res = copy::copy(&one, "set_rows", dst.row_tensor(targets[r]), b.row_tensor(r as i64));
+            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
+                f.get_or_insert(e);
+            }
+        }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}

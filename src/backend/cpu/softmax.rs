@@ -3,7 +3,7 @@
 
 use super::mem::{Exec, Scalar, Strided};
 use super::norm::map_rows;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// ggml's ALiBi slope of every head `h < n_head`: `m0^(h+1)` for the first
 /// `n_head_log2` heads, `m1^(2(h - n_head_log2) + 1)` after; all 1 without ALiBi.
@@ -35,6 +35,12 @@ pub(crate) fn soft_max(
     mask: Option<Strided>,
 ) -> Result<()> {
     let sm = mask.map(|m| Scalar::of("soft_max", m.l.dtype)).transpose()?;
+    if let Some(m) = mask {
+        let (mne, ane) = (m.l.ne, a.l.ne);
+        if !a.l.is_empty() && (mne[0] != ane[0] || mne[1] < ane[1] || mne[2] == 0 || mne[3] == 0) {
+            return Err(Error::Mismatch(format!("internal: soft_max mask ne={mne:?} for ne={ane:?}")));
+        }
+    }
     let slopes = alibi_slopes(u32::try_from(a.l.ne[2]).unwrap_or(u32::MAX), max_bias);
     map_rows(
         ex,

@@ -1,0 +1,399 @@
+//! A llama-architecture model from a GGUF file: hyperparameters and tensors by
+//! the `llama.*` keys and llama.cpp's tensor names, a KV cache held by the
+//! backend, one forward graph per batch size (planned once, reused for every
+//! call of that size), and greedy generation.
+//!
+//! Each graph attends over the whole cache with a causal mask and stores the
+//! new keys and values with `set_rows` at the positions given as input, so the
+//! same graph serves every position.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rgml::gguf::GgufFile;
+use rgml::{
+    load_gguf, Allocator, Context, CpuBackend, CpuRules, CpuStorage, DType, Error, Graph, Plan, Result, RopeParams,
+    TensorId, Weights,
+};
+
+/// The model's hyperparameters, from the GGUF metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hparams {
+    /// Vocabulary size.
+    pub n_vocab: usize,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Training context length.
+    pub n_ctx_train: usize,
+    /// RMS norm epsilon.
+    pub rms_eps: f32,
+    /// Rotated dims per head.
+    pub n_rot: usize,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// RoPE frequency scale (1 / linear scaling factor).
+    pub rope_freq_scale: f32,
+}
+
+impl Hparams {
+    /// Reads the `llama.*` keys; errors name the missing or mistyped key.
+    pub fn from_gguf(f: &GgufFile) -> Result<Hparams> {
+        let arch = f.get_str("general.architecture")?;
+        if arch != "llama" {
+            return Err(Error::Metadata {
+                key: "general.architecture".into(),
+                msg: format!("expected \"llama\", found {arch:?}"),
+            });
+        }
+        let u = |k: &str| f.get_u32(k).map(|v| v as usize);
+        let n_embd = u("llama.embedding_length")?;
+        let n_head = u("llama.attention.head_count")?;
+        let n_head_kv =
+            if f.get("llama.attention.head_count_kv").is_some() { u("llama.attention.head_count_kv")? } else { n_head };
+        if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+            return Err(Error::Metadata {
+                key: "llama.attention.head_count".into(),
+                msg: format!("{n_head} heads ({n_head_kv} kv heads) do not divide n_embd {n_embd}"),
+            });
+        }
+        let opt_f32 = |k: &str, d: f32| if f.get(k).is_some() { f.get_f32(k) } else { Ok(d) };
+        let scaling = opt_f32("llama.rope.scaling.factor", 1.0)?;
+        let n_vocab = match f.get("llama.vocab_size") {
+            Some(_) => u("llama.vocab_size")?,
+            None => f.tensor("token_embd.weight").map_or(0, |t| t.ne[1] as usize),
+        };
+        Ok(Hparams {
+            n_vocab,
+            n_embd,
+            n_layer: u("llama.block_count")?,
+            n_head,
+            n_head_kv,
+            n_ff: u("llama.feed_forward_length")?,
+            n_ctx_train: u("llama.context_length")?,
+            rms_eps: f.get_f32("llama.attention.layer_norm_rms_epsilon")?,
+            n_rot: if f.get("llama.rope.dimension_count").is_some() {
+                u("llama.rope.dimension_count")?
+            } else {
+                n_embd / n_head
+            },
+            rope_base: opt_f32("llama.rope.freq_base", 10000.0)?,
+            rope_freq_scale: if scaling > 0.0 { 1.0 / scaling } else { 1.0 },
+        })
+    }
+    /// Width of one head.
+    pub fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head
+    }
+    /// Width of all key (or value) heads together.
+    pub fn n_embd_gqa(&self) -> usize {
+        self.head_dim() * self.n_head_kv
+    }
+}
+
+struct Layer {
+    attn_norm: TensorId,
+    wq: TensorId,
+    wk: TensorId,
+    wv: TensorId,
+    wo: TensorId,
+    ffn_norm: TensorId,
+    gate: TensorId,
+    up: TensorId,
+    down: TensorId,
+    k_cache: TensorId,
+    v_cache: TensorId,
+}
+
+/// The forward graph for one batch size, planned.
+struct Step {
+    graph: Graph,
+    plan: Plan,
+    tokens: TensorId,
+    pos: TensorId,
+    mask: TensorId,
+    logits: TensorId,
+}
+
+/// A loaded llama model with its KV cache.
+pub struct Llama {
+    /// Hyperparameters.
+    pub hp: Hparams,
+    /// Token strings, when the file has a vocabulary.
+    pub vocab: Option<Vec<String>>,
+    ctx: Context,
+    n_ctx: usize,
+    tok_embd: TensorId,
+    output_norm: TensorId,
+    output: TensorId,
+    layers: Vec<Layer>,
+    steps: HashMap<usize, Step>,
+    cpu: CpuBackend,
+    storage: Option<CpuStorage>,
+    n_past: usize,
+}
+
+impl Llama {
+    /// Loads `path` (tensors stay in the file's mapping) with a KV cache of
+    /// `n_ctx` positions (default: the training context), on `threads` threads.
+    pub fn load(path: &Path, n_ctx: Option<usize>, threads: usize) -> Result<Llama> {
+        let file = GgufFile::open(path)?;
+        let hp = Hparams::from_gguf(&file)?;
+        let mut ctx = Context::new();
+        let w = load_gguf(&mut ctx, &file)?;
+        let n_ctx = n_ctx.unwrap_or(hp.n_ctx_train).max(1);
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for i in 0..hp.n_layer {
+            let t = |n: &str| w.get(&format!("blk.{i}.{n}.weight"));
+            let k_cache = ctx.new_tensor_2d(DType::F32, hp.n_embd_gqa() as i64, n_ctx as i64)?;
+            ctx.set_name(k_cache, format!("cache_k.{i}"))?;
+            let v_cache = ctx.new_tensor_2d(DType::F32, hp.n_embd_gqa() as i64, n_ctx as i64)?;
+            ctx.set_name(v_cache, format!("cache_v.{i}"))?;
+            layers.push(Layer {
+                attn_norm: t("attn_norm")?,
+                wq: t("attn_q")?,
+                wk: t("attn_k")?,
+                wv: t("attn_v")?,
+                wo: t("attn_output")?,
+                ffn_norm: t("ffn_norm")?,
+                gate: t("ffn_gate")?,
+                up: t("ffn_up")?,
+                down: t("ffn_down")?,
+                k_cache,
+                v_cache,
+            });
+        }
+        let tok_embd = w.get("token_embd.weight")?;
+        check_shape(&ctx, &w, "token_embd.weight", [hp.n_embd, hp.n_vocab])?;
+        let output = w.find("output.weight").unwrap_or(tok_embd);
+        let vocab = file.get_str_array("tokenizer.ggml.tokens").ok().map(<[String]>::to_vec);
+        Ok(Llama {
+            output_norm: w.get("output_norm.weight")?,
+            tok_embd,
+            output,
+            vocab,
+            hp,
+            ctx,
+            n_ctx,
+            layers,
+            steps: HashMap::new(),
+            cpu: CpuBackend::new(threads)?,
+            storage: None,
+            n_past: 0,
+        })
+    }
+
+    /// Positions already in the KV cache.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+    /// Capacity of the KV cache.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+    /// Empties the KV cache.
+    pub fn reset(&mut self) -> Result<()> {
+        if let Some(st) = self.storage.as_mut() {
+            for l in &self.layers {
+                st.reset_leaf(&self.ctx, l.k_cache)?;
+                st.reset_leaf(&self.ctx, l.v_cache)?;
+            }
+        }
+        self.n_past = 0;
+        Ok(())
+    }
+
+    /// The forward graph for `n` tokens and its DOT text.
+    pub fn dot(&mut self, n: usize) -> Result<String> {
+        self.step(n)?;
+        let s = &self.steps[&n];
+        s.graph.to_dot(&self.ctx, Some(&|id| s.plan.annotation(&self.ctx, id)))
+    }
+
+    /// Runs `tokens` after the cached positions; returns their logits,
+    /// position-major (`tokens.len() × n_vocab`).
+    pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if self.n_past + n > self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "{} cached + {n} new tokens exceed the {}-position KV cache",
+                self.n_past, self.n_ctx
+            )));
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
+            return Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab)));
+        }
+        self.step(n)?;
+        let s = &self.steps[&n];
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let pos: Vec<i32> = (self.n_past..self.n_past + n).map(|p| p as i32).collect();
+        let mut mask = vec![f32::NEG_INFINITY; self.n_ctx * n];
+        for (i, row) in mask.chunks_mut(self.n_ctx).enumerate() {
+            row[..=self.n_past + i].fill(0.0);
+        }
+        let (tokens_id, pos_id, mask_id, logits) = (s.tokens, s.pos, s.mask, s.logits);
+        self.ctx.set_data(tokens_id, &ids)?;
+        self.ctx.set_data(pos_id, &pos)?;
+        self.ctx.set_data(mask_id, &mask)?;
+        let s = &self.steps[&n];
+        let storage = match self.storage.take() {
+            None => self.cpu.alloc(&self.ctx, &s.graph, s.plan.clone())?,
+            Some(mut st) => {
+                st.grow(s.plan.buffer_size());
+                st.rebind(&self.ctx, &s.graph, s.plan.clone())?;
+                st
+            }
+        };
+        let st = self.storage.insert(storage);
+        self.cpu.compute(&self.ctx, &s.graph, st)?;
+        self.n_past += n;
+        st.read_f32(&self.ctx, logits)
+    }
+
+    /// Greedy generation: evaluates `prompt`, then appends the most likely
+    /// token `n_predict` times; `on_token` sees each new token.
+    pub fn generate(&mut self, prompt: &[u32], n_predict: usize, mut on_token: impl FnMut(u32)) -> Result<Vec<u32>> {
+        let logits = self.eval(prompt)?;
+        let nv = self.hp.n_vocab;
+        let mut next = argmax(&logits[logits.len() - nv..]);
+        let mut out = Vec::with_capacity(n_predict);
+        for i in 0..n_predict {
+            out.push(next);
+            on_token(next);
+            if i + 1 < n_predict {
+                next = argmax(&self.eval(&[next])?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The text of `tokens` (sentencepiece pieces: `▁` is a space, `<0xNN>` a byte).
+    pub fn detokenize(&self, tokens: &[u32]) -> Option<String> {
+        let vocab = self.vocab.as_ref()?;
+        let mut bytes = Vec::new();
+        for &t in tokens {
+            let piece = vocab.get(t as usize)?;
+            match piece
+                .strip_prefix("<0x")
+                .and_then(|h| h.strip_suffix('>'))
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(b) => bytes.push(b),
+                None => bytes.extend_from_slice(piece.replace('\u{2581}', " ").as_bytes()),
+            }
+        }
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Builds and plans the graph for batches of `n` tokens, once.
+    fn step(&mut self, n: usize) -> Result<()> {
+        if self.steps.contains_key(&n) {
+            return Ok(());
+        }
+        let step = self.build(n)?;
+        self.steps.insert(n, step);
+        Ok(())
+    }
+
+    fn build(&mut self, n: usize) -> Result<Step> {
+        let hp = self.hp.clone();
+        let (hd, nh, nkv, gqa) = (hp.head_dim() as i64, hp.n_head as i64, hp.n_head_kv as i64, hp.n_embd_gqa() as i64);
+        let (nt, nctx) = (n as i64, self.n_ctx as i64);
+        let c = &mut self.ctx;
+        let tokens = c.new_tensor_1d(DType::I32, nt)?;
+        c.set_name(tokens, "inp_tokens")?;
+        c.set_input(tokens)?;
+        let pos = c.new_tensor_1d(DType::I32, nt)?;
+        c.set_name(pos, "inp_pos")?;
+        c.set_input(pos)?;
+        let mask = c.new_tensor_2d(DType::F32, nctx, nt)?;
+        c.set_name(mask, "kq_mask")?;
+        c.set_input(mask)?;
+        let rope = RopeParams {
+            n_ctx_orig: hp.n_ctx_train as i32,
+            freq_base: hp.rope_base,
+            freq_scale: hp.rope_freq_scale,
+            ..RopeParams::new(hp.n_rot as i32, RopeParams::NORMAL)
+        };
+        let mut x = c.get_rows(self.tok_embd, tokens)?;
+        for (il, l) in self.layers.iter().enumerate() {
+            let h = c.rms_norm(x, hp.rms_eps)?;
+            let h = c.mul(h, l.attn_norm)?;
+            let q = c.mul_mat(l.wq, h)?;
+            let q = c.reshape(q, &[hd, nh, nt])?;
+            let q = c.rope_with(q, pos, None, rope)?;
+            let k = c.mul_mat(l.wk, h)?;
+            let k = c.reshape(k, &[hd, nkv, nt])?;
+            let k = c.rope_with(k, pos, None, rope)?;
+            let k = c.reshape(k, &[gqa, nt])?;
+            let v = c.mul_mat(l.wv, h)?;
+            c.set_rows(l.k_cache, k, pos)?;
+            c.set_rows(l.v_cache, v, pos)?;
+            // attention over the whole cache, built after the writes (program order)
+            let keys = c.view_3d(l.k_cache, [hd, nctx, nkv], (gqa * 4) as usize, (hd * 4) as usize, 0)?;
+            let q = c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
+            let kq = c.mul_mat(keys, q)?; // [nctx, nt, nh]
+            let kq = c.soft_max_ext(kq, Some(mask), 1.0 / (hd as f32).sqrt(), 0.0)?;
+            let values = c.view_strided(
+                l.v_cache,
+                [nctx, hd, nkv, 1],
+                [(gqa * 4) as usize, 4, (hd * 4) as usize, (gqa * nctx * 4) as usize],
+                0,
+            )?;
+            let kqv = c.mul_mat(values, kq)?; // [hd, nt, nh]
+            let kqv = c.permute(kqv, [0, 2, 1, 3])?; // [hd, nh, nt]
+            let attn = c.cont_reshape(kqv, &[hd * nh, nt])?;
+            let attn = c.mul_mat(l.wo, attn)?;
+            let x1 = c.add(attn, x)?;
+            let h = c.rms_norm(x1, hp.rms_eps)?;
+            let h = c.mul(h, l.ffn_norm)?;
+            let g = c.mul_mat(l.gate, h)?;
+            let g = c.silu(g)?;
+            let u = c.mul_mat(l.up, h)?;
+            let gu = c.mul(g, u)?;
+            let ffn = c.mul_mat(l.down, gu)?;
+            x = c.add(ffn, x1)?;
+            c.set_name(x, format!("l_out.{il}"))?;
+        }
+        let h = c.rms_norm(x, hp.rms_eps)?;
+        let h = c.mul(h, self.output_norm)?;
+        let logits = c.mul_mat(self.output, h)?;
+        c.set_name(logits, "logits")?;
+        c.set_output(logits)?;
+        let graph = Graph::build(c, &[logits])?;
+        let plan = Allocator::new(CpuRules).plan(c, &graph)?;
+        Ok(Step { graph, plan, tokens, pos, mask, logits })
+    }
+}
+
+fn check_shape(ctx: &Context, w: &Weights, name: &str, ne: [usize; 2]) -> Result<()> {
+    let l = ctx.layout(w.get(name)?)?;
+    if l.ne[0] as usize != ne[0] || l.ne[1] as usize != ne[1] {
+        return Err(Error::Metadata {
+            key: format!("tensor {name}"),
+            msg: format!("shape {:?}, expected {ne:?}", l.ne),
+        });
+    }
+    Ok(())
+}
+
+/// Index of the largest value (the first on ties).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}

@@ -1,0 +1,73 @@
+//! `rgml run`: a llama model on token ids, greedy generation, timings.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::llama::{argmax, Llama};
+
+/// Evaluates `prompt`, generates `n_predict` tokens, prints ids (and text when
+/// the model has a vocabulary) and the time per token; writes every evaluated
+/// position's logits to `logits_out` if given.
+pub fn run(
+    model: &Path,
+    prompt: &[u32],
+    n_predict: usize,
+    logits_out: Option<&Path>,
+    n_ctx: Option<usize>,
+    threads: usize,
+) -> Result<(), String> {
+    let e = |e: rgml::Error| e.to_string();
+    let t = Instant::now();
+    let mut m = Llama::load(model, n_ctx, threads).map_err(e)?;
+    eprintln!(
+        "loaded {} in {:.1} ms: {} layers, n_embd {}, {} heads ({} kv), vocab {}",
+        model.display(),
+        t.elapsed().as_secs_f64() * 1e3,
+        m.hp.n_layer,
+        m.hp.n_embd,
+        m.hp.n_head,
+        m.hp.n_head_kv,
+        m.hp.n_vocab
+    );
+    let nv = m.hp.n_vocab;
+    let t = Instant::now();
+    let mut all = m.eval(prompt).map_err(e)?;
+    let prompt_s = t.elapsed().as_secs_f64();
+    let mut generated = Vec::new();
+    let t = Instant::now();
+    for i in 0..n_predict {
+        let next = argmax(&all[all.len() - nv..]);
+        generated.push(next);
+        if i + 1 < n_predict {
+            all.extend(m.eval(&[next]).map_err(e)?);
+        }
+        let tps = (i + 1) as f64 / t.elapsed().as_secs_f64();
+        eprint!("\rgenerated {}/{n_predict} tokens, {tps:.1} tokens/s", i + 1);
+        let _ = std::io::stderr().flush();
+    }
+    if n_predict > 0 {
+        eprintln!();
+    }
+    let gen_s = t.elapsed().as_secs_f64();
+    println!("prompt: {prompt:?}");
+    println!("generated: {generated:?}");
+    if let Some(text) = m.detokenize(&generated) {
+        println!("text: {text:?}");
+    }
+    println!(
+        "prompt: {} tokens in {:.2} ms ({:.3} ms/token); generation: {} tokens in {:.2} ms ({:.3} ms/token)",
+        prompt.len(),
+        prompt_s * 1e3,
+        prompt_s * 1e3 / prompt.len().max(1) as f64,
+        n_predict,
+        gen_s * 1e3,
+        gen_s * 1e3 / n_predict.max(1) as f64
+    );
+    if let Some(p) = logits_out {
+        let bytes: Vec<u8> = all.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(p, bytes).map_err(|err| format!("{}: {err}", p.display()))?;
+        println!("wrote {} positions of logits to {}", all.len() / nv, p.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! The tiny llama-architecture model against llama.cpp's logits (F32 KV
+//! cache): all 16 positions, as one batch and one token at a time.
+
+use std::path::PathBuf;
+
+use rgml_models::llama::Llama;
+
+fn fixture(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_llama").join(p)
+}
+
+fn tokens() -> Vec<u32> {
+    let s = std::fs::read_to_string(fixture("tokens.json")).unwrap();
+    s.trim().trim_start_matches('[').trim_end_matches(']').split(',').map(|t| t.trim().parse().unwrap()).collect()
+}
+
+fn reference() -> Vec<f32> {
+    std::fs::read(fixture("logits_f32_llamacpp.f32"))
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+}
+
+#[test]
+fn f32_logits_match_llama_cpp_batched_and_one_at_a_time() {
+    let (toks, want) = (tokens(), reference());
+    for threads in [1, 2] {
+        let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), None, threads).unwrap();
+        assert_eq!((m.hp.n_vocab, m.hp.n_embd, m.hp.n_head, m.hp.n_head_kv), (288, 64, 4, 2));
+        let batch = m.eval(&toks).unwrap();
+        let d = max_diff(&batch, &want);
+        assert!(d <= 1e-4, "batch: max abs diff {d}");
+        m.reset().unwrap();
+        let mut single = Vec::new();
+        for &t in &toks {
+            single.extend(m.eval(&[t]).unwrap());
+        }
+        let d = max_diff(&single, &want);
+        assert!(d <= 1e-4, "one at a time: max abs diff {d}");
+        // a prompt in two batches continues the cache
+        m.reset().unwrap();
+        let mut split = m.eval(&toks[..5]).unwrap();
+        split.extend(m.eval(&toks[5..]).unwrap());
+        assert!(max_diff(&split, &want) <= 1e-4);
+        assert_eq!(m.n_past(), 16);
+    }
+}

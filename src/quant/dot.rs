@@ -1,0 +1,193 @@
+//! Dot products of one weight row with one activation row: the inner loop of
+//! `mul_mat`, with ggml-cpu's semantics.
+//!
+//! ggml never multiplies a quantized weight by f32 directly. Each weight type
+//! has a *dot partner* ([`vec_dot_type`]): the activation row (a row of
+//! `mul_mat`'s second operand) is first converted to that type with
+//! [`quantize_activations`], once per row, and every weight row is then dotted
+//! with it by the kernel [`dot_fn`] returns:
+//!
+//! | weight | partner | kernel |
+//! |---|---|---|
+//! | F32, F16, BF16 | the same type | f32 products (exact for F16 and BF16), summed in f32 |
+//! | Q4_0, Q5_0, Q8_0 | Q8_0 | `Σ_blocks d_w·d_a·Σ q_w·q_a` |
+//! | Q4_1, Q5_1 | Q8_1 | `Σ_blocks d_w·d_a·Σ q_w·q_a + m_w·s_a` (Q8_1's stored sum `s`) |
+//! | Q2_K … Q6_K | Q8_K | integer dots per sub-block times the sub-block scales; the mins (and Q6_K's offset in SIMD code) through Q8_K's `bsums` |
+//!
+//! The integer part of every quantized kernel is exact; only the f32 scaling
+//! and summing of the per-block results can round differently between the
+//! scalar reference ([`dot_fn_scalar`]) and the SIMD kernels (AVX2+FMA+F16C;
+//! AVX-512 F/BW/VL with VNNI), chosen once per process by [`SimdLevel::detect`].
+//!
+//! # The length contract
+//! A [`DotFn`] called as `f(n, w, a)` expects `w` to hold exactly `n` values of
+//! the weight type (`w_type.row_size(n)` bytes, whole blocks) and `a` exactly
+//! `n` values of its partner type. `mul_mat` checks this once per matmul; inside,
+//! a debug build asserts it exactly, and every build asserts (one cheap
+//! comparison per slice) that the slices are at least that long and `n` is a
+//! whole number of blocks, so a wrong length panics instead of reading out of
+//! bounds. The slices may start at any address.
+//!
+//! # Quant values ggml never produces
+//! Q8_0/Q8_1/Q8_K quants of `-128` lie outside what any ggml quantizer writes
+//! (they produce `-127..=127`). With them the Q8_0·Q8_0 SIMD kernels may differ
+//! from the scalar one (the `abs`/`sign` trick ggml uses wraps on `-128`, and
+//! AVX2's `maddubs` saturates at `2·128·128`), as ggml's own kernels do; every
+//! other kernel is exact for any byte values.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+mod act;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+#[cfg(target_arch = "x86_64")]
+#[macro_use]
+mod x86_int;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+pub use act::quantize_activations;
+
+/// A dot-product kernel: `f(n, w, a)` is the dot product of the `n` values in
+/// `w` (weight type) with the `n` values in `a` (its [`vec_dot_type`]).
+///
+/// See the module docs for the length contract; a kernel panics rather than
+/// read past either slice.
+pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// An instruction-set level a kernel can be built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Portable Rust, the reference.
+    Scalar,
+    /// x86-64 AVX2 with FMA and F16C (256-bit vectors).
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL with VNNI on top of [`SimdLevel::Avx2`]: 512-bit
+    /// float kernels, `vpdpbusd`/`vpdpwssd` in the integer ones.
+    Avx512,
+}
+
+impl SimdLevel {
+    /// Every level, slowest first.
+    pub const ALL: [SimdLevel; 3] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512];
+
+    /// Whether this CPU can run kernels of this level (runtime detection).
+    pub fn is_supported(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => {
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                SimdLevel::Avx2.is_supported()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The best level this CPU supports, detected once per process.
+    pub fn detect() -> SimdLevel {
+        static BEST: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| SimdLevel::ALL.into_iter().rev().find(|l| l.is_supported()).unwrap_or(SimdLevel::Scalar))
+    }
+}
+
+/// The type an activation row must be converted to before it is dotted with a
+/// row of `w` (ggml-cpu's `type_traits_cpu[w].vec_dot_type`).
+///
+/// F32, F16 and BF16 pair with themselves; Q4_0, Q5_0 and Q8_0 with Q8_0;
+/// Q4_1 and Q5_1 with Q8_1; Q2_K … Q6_K with Q8_K. The types without a dot
+/// kernel (Q8_1, Q8_K and the integer types; [`dot_fn`] refuses them) map to
+/// themselves.
+pub const fn vec_dot_type(w: DType) -> DType {
+    match w {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => DType::Q8_0,
+        DType::Q4_1 | DType::Q5_1 => DType::Q8_1,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        other => other,
+    }
+}
+
+/// The fastest kernel this CPU runs for weights of type `w` (see
+/// [`SimdLevel::detect`]). Look it up once per matmul, not per row.
+///
+/// Errors with [`Error::Unsupported`] for types without a kernel (Q8_1, Q8_K,
+/// the integer types).
+pub fn dot_fn(w: DType) -> Result<DotFn> {
+    dot_fn_for(w, SimdLevel::detect()).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })
+}
+
+/// The portable scalar kernel for weights of type `w`, the reference the SIMD
+/// kernels are tested against.
+///
+/// Errors with [`Error::Unsupported`] for types without a kernel.
+pub fn dot_fn_scalar(w: DType) -> Result<DotFn> {
+    scalar::kernel(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })
+}
+
+/// The kernel [`dot_fn`] would choose on a CPU whose best level is `level`:
+/// the kernel written for `level`, or for the best lower level where a pair
+/// has none (see [`kernel_level`]).
+///
+/// `None` when this CPU does not support `level` or `w` has no kernel.
+pub fn dot_fn_for(w: DType, level: SimdLevel) -> Option<DotFn> {
+    if !level.is_supported() {
+        return None;
+    }
+    match kernel_level(w, level)? {
+        SimdLevel::Scalar => scalar::kernel(w),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => avx2::kernel(w),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => avx512::kernel(w),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => None,
+    }
+}
+
+/// The level of the kernel [`dot_fn_for`]`(w, level)` returns, regardless of
+/// whether this CPU supports `level`; `None` when `w` has no kernel.
+///
+/// On x86-64 every pair has an AVX2 and an AVX-512 kernel; elsewhere only the
+/// scalar ones exist.
+pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
+    scalar::kernel(w)?;
+    if cfg!(target_arch = "x86_64") {
+        Some(level)
+    } else {
+        Some(SimdLevel::Scalar)
+    }
+}
+
+/// Checks the length contract of a kernel over `bs`-value blocks of `wb` weight
+/// bytes and `ab` activation bytes, returning the number of blocks. Inlined
+/// with constant sizes, the checks are a few instructions.
+///
+/// # Panics
+/// If `n` is not a whole number of blocks or a slice is too short; in debug
+/// builds also if a slice is longer than `n` values.
+#[inline(always)]
+#[track_caller]
+fn blocks(n: usize, w: &[u8], a: &[u8], bs: usize, wb: usize, ab: usize) -> usize {
+    let nb = n / bs;
+    // divisions, not `nb * wb`, so that no length can overflow past the check
+    assert!(
+        n % bs == 0 && w.len() / wb >= nb && a.len() / ab >= nb,
+        "dot: {n} values need {nb} blocks of {wb} + {ab} bytes, got {} + {} bytes",
+        w.len(),
+        a.len()
+    );
+    debug_assert!(w.len() == nb * wb && a.len() == nb * ab, "dot: slices longer than {n} values");
+    nb
+}
