@@ -66,7 +66,7 @@ fn cpy_quantizes_and_dequantizes_like_the_row_functions() {
 fn cont_of_a_transposed_quantized_tensor_is_the_transpose() {
     // ggml corrupts memory here (llama.cpp #27053); rgml dequantizes by block,
     // transposes, and requantizes the new rows
-    for dt in [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+    for dt in BLOCK_TYPES {
         let bs = dt.block_size() as i64;
         let (k, m) = (bs, 2 * bs); // a: [k, m] -> transposed [m, k]
         let v = values((k * m) as usize, 3);

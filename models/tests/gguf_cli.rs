@@ -90,3 +90,41 @@ fn quantize_converts_matrices_and_keeps_norms() {
     let bad = rgml(&["quantize".as_ref(), src.as_os_str(), tmp("x").as_os_str(), "q9_9".as_ref()]);
     assert!(!bad.status.success());
 }
+
+#[test]
+fn inspect_exits_with_an_error_status_on_every_malformed_file() {
+    let dir = fixture("gguf/malformed");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("gguf") {
+            continue;
+        }
+        let out = rgml(&["inspect".as_ref(), path.as_os_str()]);
+        let code = out.status.code();
+        // reject files fail with 2; edge files may parse (0); never a panic (101) or abort (signal)
+        assert!(matches!(code, Some(0) | Some(2)), "{}: status {code:?}", path.display());
+        if code == Some(2) {
+            assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "), "{}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 20, "only {n} malformed files found");
+}
+
+#[test]
+fn loaded_weights_point_into_the_mapping() {
+    let path = fixture("tiny_llama/tiny_llama_f32.gguf");
+    let file = GgufFile::open(&path).unwrap();
+    let mut ctx = rgml::Context::new();
+    let w = rgml::load_gguf(&mut ctx, &file).unwrap();
+    assert_eq!(w.len(), 21);
+    let map = file.bytes().as_ptr_range();
+    for (name, id) in w.iter() {
+        assert!(ctx.is_mapped(id), "{name} was copied");
+        let p = ctx.leaf_bytes(id).unwrap().as_ptr();
+        assert!(map.contains(&p), "{name}: data is not inside the file mapping");
+        assert_eq!(ctx.leaf_bytes(id).unwrap(), file.tensor_data(name).unwrap());
+    }
+    assert!(w.get("no.such.tensor").unwrap_err().to_string().contains("no.such.tensor"));
+}

@@ -183,7 +183,7 @@ fn blocks(n: usize, w: &[u8], a: &[u8], bs: usize, wb: usize, ab: usize) -> usiz
     let nb = n / bs;
     // divisions, not `nb * wb`, so that no length can overflow past the check
     assert!(
-        n % bs == 0 && w.len() / wb >= nb && a.len() / ab >= nb,
+        n.is_multiple_of(bs) && w.len() / wb >= nb && a.len() / ab >= nb,
         "dot: {n} values need {nb} blocks of {wb} + {ab} bytes, got {} + {} bytes",
         w.len(),
         a.len()

@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 
 #[allow(non_camel_case_types)]
 mod blocks;
+pub mod dot;
 mod k;
 mod legacy;
 mod search;

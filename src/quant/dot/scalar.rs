@@ -118,9 +118,7 @@ fn five(qs: &[u8; QK / 2], qh: [u8; 4], j: usize) -> i32 {
 }
 
 fn q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    legacy(n, w, a, |x: &BlockQ4_0, y: &BlockQ8_0| {
-        idot32(&y.qs, |j| nibble(&x.qs, j) - 8) as f32 * h(x.d) * h(y.d)
-    })
+    legacy(n, w, a, |x: &BlockQ4_0, y: &BlockQ8_0| idot32(&y.qs, |j| nibble(&x.qs, j) - 8) as f32 * h(x.d) * h(y.d))
 }
 
 fn q4_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -142,9 +140,7 @@ fn q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 fn q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    legacy(n, w, a, |x: &BlockQ8_0, y: &BlockQ8_0| {
-        idot32(&y.qs, |j| i32::from(x.qs[j])) as f32 * (h(x.d) * h(y.d))
-    })
+    legacy(n, w, a, |x: &BlockQ8_0, y: &BlockQ8_0| idot32(&y.qs, |j| i32::from(x.qs[j])) as f32 * (h(x.d) * h(y.d)))
 }
 
 /// A k-quant kernel: `f` returns one super-block's contribution given Q8_K's `d`.

@@ -114,7 +114,7 @@ pub(super) fn bytes_from_bits(bits: u32) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn pick_words(v: __m256i, lo: usize, hi: usize) -> __m256i {
-    let word = |w: usize| ((2 * w + 1) << 8 | 2 * w) as i16;
+    let word = |w: usize| (((2 * w + 1) << 8) | (2 * w)) as i16;
     _mm256_shuffle_epi8(v, _mm256_set_m128i(_mm_set1_epi16(word(hi)), _mm_set1_epi16(word(lo))))
 }
 
@@ -126,9 +126,9 @@ pub(super) fn k4_scales_mins(b: [u32; 3]) -> (u64, u64) {
     const TOP2: u32 = 0x0303_0303;
     // groups 0..4 keep the low 6 bits of bytes 0..8; groups 4..8 take a nibble
     // from bytes 8..12 and their top two bits from the top of bytes 0..8
-    let sc = (b[0] & LOW6, (b[2] & LOW4) | ((b[0] >> 6) & TOP2) << 4);
-    let mn = (b[1] & LOW6, ((b[2] >> 4) & LOW4) | ((b[1] >> 6) & TOP2) << 4);
-    (u64::from(sc.0) | u64::from(sc.1) << 32, u64::from(mn.0) | u64::from(mn.1) << 32)
+    let sc = (b[0] & LOW6, (b[2] & LOW4) | (((b[0] >> 6) & TOP2) << 4));
+    let mn = (b[1] & LOW6, ((b[2] >> 4) & LOW4) | (((b[1] >> 6) & TOP2) << 4));
+    (u64::from(sc.0) | (u64::from(sc.1) << 32), u64::from(mn.0) | (u64::from(mn.1) << 32))
 }
 
 /// Q3_K's 12 packed bytes as its 16 signed scales (`6-bit value - 32`) in i16 lanes.
@@ -138,10 +138,10 @@ pub(super) fn q3_scales(b: [u32; 3]) -> __m256i {
     const LOW4: u32 = 0x0f0f_0f0f;
     const TOP2: u32 = 0x0303_0303;
     // scale j: a nibble of byte j % 8 (low for j < 8), two bits of byte 8 + j % 4 at 2 * (j / 4)
-    let s0 = (b[0] & LOW4) | (b[2] & TOP2) << 4;
-    let s1 = (b[1] & LOW4) | ((b[2] >> 2) & TOP2) << 4;
-    let s2 = ((b[0] >> 4) & LOW4) | ((b[2] >> 4) & TOP2) << 4;
-    let s3 = ((b[1] >> 4) & LOW4) | ((b[2] >> 6) & TOP2) << 4;
+    let s0 = (b[0] & LOW4) | ((b[2] & TOP2) << 4);
+    let s1 = (b[1] & LOW4) | (((b[2] >> 2) & TOP2) << 4);
+    let s2 = ((b[0] >> 4) & LOW4) | (((b[2] >> 4) & TOP2) << 4);
+    let s3 = ((b[1] >> 4) & LOW4) | (((b[2] >> 6) & TOP2) << 4);
     let s = _mm_set_epi32(s3 as i32, s2 as i32, s1 as i32, s0 as i32);
     _mm256_cvtepi8_epi16(_mm_sub_epi8(s, _mm_set1_epi8(32)))
 }
