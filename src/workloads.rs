@@ -32,6 +32,15 @@ impl Workload {
     pub fn bytes(&self) -> Result<u64> {
         self.graph.nodes().iter().map(|&n| cost::traffic(&self.ctx, n).map(|t| t.total())).sum()
     }
+    /// Floating-point operations of the graph's nodes.
+    pub fn flops(&self) -> Result<u64> {
+        self.graph.nodes().iter().map(|&n| cost::flops(&self.ctx, n)).sum()
+    }
+    /// Bytes of the first source of the output node (the weights of a `mul_mat`).
+    pub fn weight_bytes(&self) -> Result<u64> {
+        let t = self.ctx.tensor(self.output)?;
+        Ok(self.ctx.tensor(t.src()[0])?.layout().nbytes() as u64)
+    }
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
         self.graph.nodes().len()
@@ -100,6 +109,30 @@ pub fn add_chain(len: usize, width: i64) -> Result<Workload> {
         t = ctx.add(t, one)?;
     }
     Workload::new("W6", format!("chain of {len} adds on {width} f32"), ctx, t)
+}
+
+/// W4 (F32 weights) / W5 (block-type weights): `mul_mat` of `k`×`m` weights of
+/// type `dtype` with `n` F32 activation rows.
+pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
+    let mut ctx = Context::new();
+    let wf = filled(&mut ctx, &[k, m], 3)?;
+    let w = if dtype == DType::F32 {
+        wf
+    } else {
+        // quantize once, outside the timed graph
+        let q = ctx.new_tensor_2d(dtype, k, m)?;
+        let qc = ctx.cpy(wf, q)?;
+        let g = Graph::build(&ctx, &[qc])?;
+        let st = crate::CpuBackend::new(0)?.run(&ctx, &g)?;
+        let bytes = st.read_bytes(&ctx, q)?;
+        let w = ctx.new_tensor_2d(dtype, k, m)?;
+        ctx.set_bytes(w, &bytes)?;
+        w
+    };
+    let x = filled(&mut ctx, &[k, n], 4)?;
+    let out = ctx.mul_mat(w, x)?;
+    let name = if dtype == DType::F32 { "W4" } else { "W5" };
+    Workload::new(name, format!("mul_mat {dtype} {m}x{k} weights, N={n}"), ctx, out)
 }
 
 /// The memory-bound workloads W1, W2a, W2b, W3, W7 at size `n`.

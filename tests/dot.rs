@@ -548,28 +548,39 @@ fn q8_0_minus_128_is_exact_where_documented() {
     }
 }
 
-/// Prints ns per 4096-value dot for a few pairs at every level. Run with
+/// Prints ns per 4096-value dot for a few pairs at every level (the best of
+/// several timed runs, rows 64-byte aligned). Run with
 /// `cargo test --release --test dot -- --ignored --nocapture speed`.
 #[test]
 #[ignore]
 fn speed() {
+    fn aligned(bytes: &[u8]) -> (Vec<u8>, usize) {
+        let mut v = vec![0u8; bytes.len() + 64];
+        let off = v.as_ptr().align_offset(64);
+        v[off..off + bytes.len()].copy_from_slice(bytes);
+        (v, off)
+    }
     let mut rng = Rng(11);
     let n = 4096;
-    for wt in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K] {
-        let w = weight_row(wt, n, &mut rng, Kind::Realistic);
-        let a = activation_row(wt, n, &mut rng, Kind::Realistic);
+    for wt in WEIGHT_TYPES {
+        let (w, wo) = aligned(&weight_row(wt, n, &mut rng, Kind::Realistic));
+        let (a, ao) = aligned(&activation_row(wt, n, &mut rng, Kind::Realistic));
+        let (w, a) = (&w[wo..w.len() - 64 + wo], &a[ao..a.len() - 64 + ao]);
         let mut line = format!("{:>5} · {:<5} n={n}:", wt.name(), vec_dot_type(wt).name());
         for level in levels() {
             let f = dot_fn_for(wt, level).unwrap();
-            let reps = 20_000;
+            let reps = 2_000;
+            let mut best = f64::INFINITY;
             let mut sink = 0f32;
-            let t = std::time::Instant::now();
-            for _ in 0..reps {
-                sink += f(n, std::hint::black_box(&w), std::hint::black_box(&a));
+            for _ in 0..15 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    sink += f(n, std::hint::black_box(w), std::hint::black_box(a));
+                }
+                best = best.min(t.elapsed().as_nanos() as f64 / reps as f64);
             }
-            let ns = t.elapsed().as_nanos() as f64 / reps as f64;
             std::hint::black_box(sink);
-            line += &format!("  {level:?} {ns:8.1} ns");
+            line += &format!("  {level:?} {best:8.1} ns");
         }
         println!("{line}");
     }

@@ -199,8 +199,8 @@ fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, St
     use rgml_models::bench;
     if !json {
         println!(
-            "{:<6} {:<34} {:>3} {:>11} {:>9} {:>9} {:>7} {:>9}",
-            "name", "workload", "thr", "median", "GB/s", "memcpy", "ratio", "us/node"
+            "{:<6} {:<40} {:>3} {:>11} {:>9} {:>9} {:>7} {:>9} {:>8}",
+            "name", "workload", "thr", "median", "GB/s", "base", "ratio", "us/node", "GFLOP/s"
         );
     }
     bench::run(threads, n, reps, |r| {
@@ -208,7 +208,7 @@ fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, St
             println!("{}", r.json());
         } else {
             println!(
-                "{:<6} {:<34} {:>3} {:>9.3}ms {:>9.2} {:>9.2} {:>7.2} {:>9}",
+                "{:<6} {:<40} {:>3} {:>9.3}ms {:>9.2} {:>9.2} {:>7.2} {:>9} {:>8}",
                 r.name,
                 r.what,
                 r.threads,
@@ -216,7 +216,8 @@ fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, St
                 r.gbps,
                 r.memcpy_gbps,
                 r.ratio,
-                r.us_per_node.map_or(String::new(), |u| format!("{u:.3}"))
+                r.us_per_node.map_or(String::new(), |u| format!("{u:.3}")),
+                r.gflops.map_or(String::new(), |g| format!("{g:.1}"))
             );
         }
     })?;

@@ -11,9 +11,29 @@ impl Context {
     /// `out[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]` with
     /// `r2 = b.ne2/a.ne2`, `r3 = b.ne3/a.ne3`: each matrix of `a` serves
     /// consecutive matrices of `b` (integer-division broadcast, unlike `add`).
-    /// Any strides are accepted.
+    /// Any strides are accepted. `a` may be F32, F16, BF16 or a block type with a
+    /// dot kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K); `b` is F32, F16 or
+    /// BF16. Like ggml, each row of `b` is first converted to `a`'s dot partner
+    /// (Q8_0/Q8_1/Q8_K for block types, `a`'s own type for floats).
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let la = self.require_float("mul_mat", a)?;
+        let la = self.layout(a)?;
+        let weight_ok = la.dtype.is_float()
+            || matches!(
+                la.dtype,
+                DType::Q4_0
+                    | DType::Q4_1
+                    | DType::Q5_0
+                    | DType::Q5_1
+                    | DType::Q8_0
+                    | DType::Q2_K
+                    | DType::Q3_K
+                    | DType::Q4_K
+                    | DType::Q5_K
+                    | DType::Q6_K
+            );
+        if !weight_ok {
+            return Err(Error::Unsupported { op: "mul_mat", dtype: la.dtype });
+        }
         let lb = self.require_float("mul_mat", b)?;
         if la.ne[0] != lb.ne[0] {
             return Err(Error::shape(

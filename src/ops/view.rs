@@ -169,8 +169,11 @@ impl Context {
             out.ne[ax] = l.ne[i];
             out.nb[ax] = l.nb[i];
         }
-        // block types: the blocked dim moves with its data
-        out.block_dim = axes[l.block_dim];
+        // block types: the blocked dim moves with its data (plain types keep 0,
+        // so equal layouts stay equal)
+        if l.dtype.is_quantized() {
+            out.block_dim = axes[l.block_dim];
+        }
         self.view_tensor(op, a, out, 0)
     }
 

@@ -170,6 +170,37 @@ pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
     }
 }
 
+/// Every f16 (raw bits) as f32, exactly (bit for bit [`super::f16_to_f32`]):
+/// a scale costs one load instead of `vcvtph2ps`'s shuffle-port uops, or the
+/// scalar kernels' branches (256 KiB, like ggml-cpu's table on x86).
+static F16_TABLE: [f32; 1 << 16] = {
+    let mut t = [0f32; 1 << 16];
+    let mut h = 0;
+    while h < 1 << 16 {
+        let (sign, exp, man) = ((h as u32 & 0x8000) << 16, (h as u32 >> 10) & 0x1f, h as u32 & 0x3ff);
+        let bits = if exp == 0x1f {
+            sign | 0x7f80_0000 | (man << 13)
+        } else if exp != 0 {
+            sign | ((exp + 112) << 23) | (man << 13)
+        } else if man == 0 {
+            sign
+        } else {
+            // subnormal: normalize the mantissa
+            let shift = man.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | (((man << shift) & 0x3ff) << 13)
+        };
+        t[h] = f32::from_bits(bits);
+        h += 1;
+    }
+    t
+};
+
+/// An f16 scale (raw bits) as f32, from the table.
+#[inline(always)]
+fn f16t(bits: u16) -> f32 {
+    F16_TABLE[usize::from(bits)]
+}
+
 /// Checks the length contract of a kernel over `bs`-value blocks of `wb` weight
 /// bytes and `ab` activation bytes, returning the number of blocks. Inlined
 /// with constant sizes, the checks are a few instructions.
@@ -190,4 +221,14 @@ fn blocks(n: usize, w: &[u8], a: &[u8], bs: usize, wb: usize, ab: usize) -> usiz
     );
     debug_assert!(w.len() == nb * wb && a.len() == nb * ab, "dot: slices longer than {n} values");
     nb
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn f16_table_is_exact() {
+        for h in 0..=u16::MAX {
+            assert_eq!(super::f16t(h).to_bits(), super::super::f16_to_f32(h).to_bits(), "{h:#06x}");
+        }
+    }
 }

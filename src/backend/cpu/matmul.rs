@@ -1,14 +1,25 @@
-//! `mul_mat` on the CPU: a simple, correct, threaded kernel. Sources whose rows
-//! are not packed F32 are first converted to packed F32 rows; the product then
-//! runs over blocks of `a` rows so each block is reused across all of `b`.
+//! `mul_mat` on the CPU, ggml's way: each row of `b` (the activations) is
+//! converted once to the weight type's dot partner (`vec_dot_type`: Q8_0,
+//! Q8_1 or Q8_K for block types, the weight's own type for floats), then every
+//! output element is one dot product of a weight row with a converted row, by
+//! the fastest kernel this CPU has (`quant::dot`). Work is split over blocks of
+//! weight rows; within a block, activation rows go in chunks so the weight
+//! rows stay in L1 and the chunk in L2.
 
 use super::copy;
 use super::mem::{Exec, Strided};
-use crate::dtype::DType;
 use crate::error::Result;
+use crate::host::HostBuffer;
+use crate::layout::Layout;
+use crate::quant::dot;
 
-/// Rows of `a` per work item.
+/// Weight rows per work item.
 const A_BLOCK: usize = 16;
+/// Activation rows per inner chunk.
+const B_CHUNK: usize = 32;
+
+/// Activation rows from which F32 weights go through the blocked GEMM.
+const GEMM_MIN_ROWS: i64 = 16;
 
 /// `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`.
 pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
@@ -16,30 +27,42 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
     if dst.l.is_empty() {
         return Ok(());
     }
+    if a.l.dtype == crate::DType::F32 && ne[1] >= GEMM_MIN_ROWS && ane[0] > 0 {
+        return gemm_f32(ex, dst, a, b);
+    }
     let k = ane[0] as usize;
-    let mut a_tmp = Vec::new();
-    let mut b_tmp = Vec::new();
-    let a = packed_f32(ex, a, &mut a_tmp)?;
-    let b = packed_f32(ex, b, &mut b_tmp)?;
-    let (r2, r3) = (bne[2] / ane[2], bne[3] / ane[3]);
-    let m = ne[0] as usize;
+    let wt = a.l.dtype;
+    let dot = dot::dot_fn(wt)?;
+    let mut a_tmp = None;
+    let a = packed_rows(ex, a, &mut a_tmp)?;
+    let acts = activations(ex, wt, b)?;
+    let (arow, brow) = (a.l.row_size(), dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0));
+    let (r2, r3) = ((bne[2] / ane[2]) as usize, (bne[3] / ane[3]) as usize);
+    let (m, n1) = (ne[0] as usize, ne[1] as usize);
     let blocks = m.div_ceil(A_BLOCK);
     let batches = (ne[2] * ne[3]) as usize;
-    ex.for_ranges(batches * blocks, A_BLOCK * k * ne[1] as usize, |items| {
+    let abase = a.ptr() as usize;
+    let bq = acts.as_bytes();
+    ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         for item in items {
             let (batch, blk) = (item / blocks, item % blocks);
-            let (i2, i3) = ((batch % ne[2] as usize) as i64, (batch / ne[2] as usize) as i64);
+            let (i2, i3) = (batch % ne[2] as usize, batch / ne[2] as usize);
             let rows = blk * A_BLOCK..((blk + 1) * A_BLOCK).min(m);
-            for i1 in 0..ne[1] {
-                let brow = b.row(i1, i2, i3).cast::<f32>();
+            let a_off = (i2 / r2) * a.l.nb[2] + (i3 / r3) * a.l.nb[3];
+            for chunk in (0..n1).step_by(B_CHUNK) {
                 for i0 in rows.clone() {
-                    let arow = a.row(i0 as i64, i2 / r2, i3 / r3).cast::<f32>();
-                    // SAFETY: a and b rows hold k packed floats (packed_f32);
-                    // dst element (i0,i1,i2,i3) exists and only this item writes it
-                    // (items partition i0 within each batch).
-                    unsafe {
-                        let v = dot(std::slice::from_raw_parts(arow, k), std::slice::from_raw_parts(brow, k));
-                        dst.row(i1, i2, i3).add(i0 * dst.l.nb[0]).cast::<f32>().write(v);
+                    let at = a_off + i0 * a.l.nb[1];
+                    // SAFETY: row (i0, i2/r2, i3/r3) of `a` is `arow` packed bytes
+                    // inside its tensor (packed_rows), which outlives this call.
+                    let wrow = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
+                    for i1 in chunk..(chunk + B_CHUNK).min(n1) {
+                        let r = (i3 * ne[2] as usize + i2) * n1 + i1;
+                        let v = dot(k, wrow, &bq[r * brow..(r + 1) * brow]);
+                        // SAFETY: element (i0, i1, i2, i3) of dst exists and only
+                        // this item writes it (items partition i0 within a batch).
+                        unsafe {
+                            dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v)
+                        };
                     }
                 }
             }
@@ -48,32 +71,106 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
     Ok(())
 }
 
-/// `t` itself when its rows are packed F32, else a packed F32 copy in `tmp`.
-fn packed_f32(ex: &Exec, t: Strided, tmp: &mut Vec<f32>) -> Result<Strided> {
-    if t.l.dtype == DType::F32 && t.packed_rows() {
+/// `t` itself when its rows are packed whole blocks, else a packed copy in `tmp`.
+fn packed_rows(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<Strided> {
+    let l = &t.l;
+    if l.block_dim == 0 && (l.nb[0] == l.dtype.type_size() || l.units0() <= 1) {
         return Ok(t);
     }
-    tmp.resize(t.l.nelements() as usize, 0.0);
-    let out = Strided::of_f32(tmp, t.l.ne)?;
+    let packed = Layout::contiguous(l.dtype, l.ne)?;
+    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes()));
+    let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;
     Ok(out)
 }
 
-/// Dot product with eight independent accumulators (vectorizes).
-#[inline]
-pub(crate) fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xc, yc) = (x[..n].chunks_exact(8), y[..n].chunks_exact(8));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    let mut acc = [0f32; 8];
-    for (a, b) in xc.zip(yc) {
-        for j in 0..8 {
-            acc[j] += a[j] * b[j];
+/// Every row of `b`, in logical row order, converted to the dot partner of `wt`.
+fn activations(ex: &Exec, wt: crate::DType, b: Strided) -> Result<HostBuffer> {
+    let k = b.l.ne[0] as usize;
+    let brow = dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0);
+    let rows = b.l.nrows() as usize;
+    let mut out = HostBuffer::zeroed(brow * rows);
+    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let failed = std::sync::Mutex::new(None);
+    ex.for_ranges(rows, k, |range| {
+        let mut row = vec![0f32; k];
+        let one = Exec { pool: None };
+        for r in range {
+            let res = Strided::of_f32(&mut row, [k as i64, 1, 1, 1])
+                .and_then(|dst| copy::copy(&one, "mul_mat", dst, b.row_tensor(r as i64)))
+                .and_then(|()| {
+                    // SAFETY: row r's `brow` bytes lie in `out` and only this thread writes them.
+                    let dst = unsafe { std::slice::from_raw_parts_mut((base + r * brow) as *mut u8, brow) };
+                    dot::quantize_activations(wt, &row, dst)
+                });
+            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
+                f.get_or_insert(e);
+            }
         }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(out),
     }
-    let mut s = (acc[0] + acc[4]) + (acc[1] + acc[5]) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (a, b) in xr.iter().zip(yr) {
-        s += a * b;
+}
+
+/// F32 weights and a batch of rows: a blocked GEMM per matrix (the `gemm`
+/// crate), on packed f32 rows of both operands.
+fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    let (ne, ane, bne) = (dst.l.ne, a.l.ne, b.l.ne);
+    let (mut a_tmp, mut b_tmp) = (None, None);
+    let a = packed_rows(ex, a, &mut a_tmp)?;
+    let b = if b.l.dtype == crate::DType::F32 { packed_rows(ex, b, &mut b_tmp)? } else { f32_copy(ex, b, &mut b_tmp)? };
+    let (m, n, k) = (ne[0] as usize, ne[1] as usize, ane[0] as usize);
+    let (r2, r3) = (bne[2] / ane[2], bne[3] / ane[3]);
+    let threads = ex.pool.map_or(1, |p| p.current_num_threads());
+    let parallelism =
+        if threads > 1 && m * n * k >= 1 << 18 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let run = || {
+        for i3 in 0..ne[3] {
+            for i2 in 0..ne[2] {
+                let (ap, bp, dp) = (a.row(0, i2 / r2, i3 / r3), b.row(0, i2, i3), dst.row(0, i2, i3));
+                // SAFETY: each operand is packed f32 rows (nb0 = 4) inside its
+                // buffer: a is m rows of k, b is n rows of k, dst is n rows of m
+                // (fresh, not aliasing a or b); the strides below stay inside them.
+                unsafe {
+                    gemm::gemm(
+                        n,
+                        m,
+                        k,
+                        dp.cast::<f32>(),
+                        1,
+                        (dst.l.nb[1] / 4) as isize,
+                        false,
+                        bp.cast::<f32>().cast_const(),
+                        1,
+                        (b.l.nb[1] / 4) as isize,
+                        ap.cast::<f32>().cast_const(),
+                        (a.l.nb[1] / 4) as isize,
+                        1,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        parallelism,
+                    )
+                };
+            }
+        }
+    };
+    match ex.pool {
+        Some(p) => p.install(run),
+        None => run(),
     }
-    s
+    Ok(())
+}
+
+/// A packed f32 copy of `t` in `tmp`.
+fn f32_copy(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<Strided> {
+    let packed = Layout::contiguous(crate::DType::F32, t.l.ne)?;
+    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes()));
+    let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
+    copy::copy(ex, "mul_mat", out, t)?;
+    Ok(out)
 }

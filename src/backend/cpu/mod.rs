@@ -364,34 +364,53 @@ impl CpuStorage {
         Ok(out)
     }
 
-    /// The values of tensor `id` (any float or integer type, any layout, views
-    /// included) as f32 in logical order, as they are after the last compute.
-    pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
-        let t = ctx.tensor(id)?;
-        let root = t.view_src().unwrap_or(id);
+    /// The bytes of the storage under `id` (its root's), after the last compute.
+    fn root_bytes<'a>(&'a self, ctx: &'a Context, id: TensorId) -> Result<&'a [u8]> {
+        let root = ctx.storage_root(id)?;
         if !self.plan.is_retained(root) {
             return Err(Error::Invalid(format!(
                 "{} is an intermediate whose memory the plan reuses: mark it as an output (Context::set_output or build_forward_expand) to read it",
                 ctx.label(id)
             )));
         }
-        let bytes: &[u8] = match self.plan.place(root) {
-            Some(Place::Leaf) => ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?,
+        match self.plan.place(root) {
+            Some(Place::Leaf) => ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root))),
             Some(Place::LeafCopy) => {
-                self.leaf_copies.get(&root).map(HostBuffer::as_bytes).ok_or_else(|| Error::NoData(ctx.label(root)))?
+                self.leaf_copies.get(&root).map(HostBuffer::as_bytes).ok_or_else(|| Error::NoData(ctx.label(root)))
             }
             Some(Place::Buffer { offset }) => {
                 let size = ctx.tensor(root)?.layout().nbytes();
                 self.buffer
                     .as_bytes()
                     .get(offset..offset + size)
-                    .ok_or_else(|| Error::Mismatch("plan offset outside buffer".into()))?
+                    .ok_or_else(|| Error::Mismatch("plan offset outside buffer".into()))
             }
-            None => return Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
-        };
+            None => Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
+        }
+    }
+
+    /// The values of tensor `id` (any type, any layout, views included; block
+    /// types dequantized) as f32 in logical order, as they are after the last compute.
+    pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        let t = ctx.tensor(id)?;
+        let bytes = self.root_bytes(ctx, id)?;
         // read-only: the copy kernel only reads from its source
         let src = Strided::new(bytes.as_ptr() as *mut u8, bytes.len(), t.view_offs(), *t.layout())?;
         copy::read_f32(src)
+    }
+
+    /// The raw bytes of a contiguous tensor `id` (e.g. a quantized result), after the last compute.
+    pub fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        let t = ctx.tensor(id)?;
+        let l = t.layout();
+        if !l.is_contiguous() {
+            return Err(Error::NotContiguous { op: "read_bytes", ne: l.ne, nb: l.nb, dtype: l.dtype });
+        }
+        let bytes = self.root_bytes(ctx, id)?;
+        bytes
+            .get(t.view_offs()..t.view_offs() + l.nbytes())
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::Mismatch("view outside its storage".into()))
     }
 }
 

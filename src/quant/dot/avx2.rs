@@ -104,16 +104,6 @@ unsafe fn ld_f16(p: *const u8) -> __m256 {
     _mm256_cvtph_ps(ld128(p))
 }
 
-/// 8 bf16 widened.
-///
-/// # Safety
-/// `p..p + 16` must be readable.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn ld_bf16(p: *const u8) -> __m256 {
-    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(ld128(p))))
-}
-
 /// One f16 widened.
 ///
 /// # Safety
@@ -121,19 +111,53 @@ unsafe fn ld_bf16(p: *const u8) -> __m256 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn one_f16(p: *const u8) -> f32 {
-    f16(rd16(p))
-}
-
-/// One bf16 widened.
-///
-/// # Safety
-/// `p..p + 2` must be readable.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn one_bf16(p: *const u8) -> f32 {
-    f32::from_bits(u32::from(rd16(p)) << 16)
+    f16t(rd16(p))
 }
 
 float_kernel!(f32_f32, f32_inner, 4, ld_f32, rdf32);
 float_kernel!(f16_f16, f16_inner, 2, ld_f16, one_f16);
-float_kernel!(bf16_bf16, bf16_inner, 2, ld_bf16, one_bf16);
+
+fn bf16_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = blocks(n, w, a, 1, 2, 2);
+    // SAFETY: `blocks` checked that both slices hold `n` values, which is all
+    // `bf16_inner` reads; this kernel is only handed out when the CPU has AVX2+FMA+F16C.
+    unsafe { bf16_inner(n, w.as_ptr(), a.as_ptr()) }
+}
+
+/// `(even, odd)` accumulators plus the products of the 16 bf16 in `x` and `y`:
+/// a bf16 is the top half of an f32, so the even ones are their dword shifted
+/// up by 16 and the odd ones their dword with the low half masked off (no
+/// widening shuffle).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bf16_fma(x: __m256i, y: __m256i, acc: (__m256, __m256)) -> (__m256, __m256) {
+    let high = _mm256_set1_epi32(-0x1_0000);
+    let even = |v: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(v));
+    let odd = |v: __m256i| _mm256_castsi256_ps(_mm256_and_si256(v, high));
+    (_mm256_fmadd_ps(even(x), even(y), acc.0), _mm256_fmadd_ps(odd(x), odd(y), acc.1))
+}
+
+/// # Safety
+/// `x` and `y` must point to `n` bf16 each; the CPU must have AVX2+FMA+F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16_inner(n: usize, x: *const u8, y: *const u8) -> f32 {
+    let zero = _mm256_setzero_ps();
+    let (mut a, mut b) = ((zero, zero), (zero, zero));
+    let mut i = 0;
+    while i + 32 <= n {
+        a = bf16_fma(ld256(x.add(2 * i)), ld256(y.add(2 * i)), a);
+        b = bf16_fma(ld256(x.add(2 * i + 32)), ld256(y.add(2 * i + 32)), b);
+        i += 32;
+    }
+    if i + 16 <= n {
+        a = bf16_fma(ld256(x.add(2 * i)), ld256(y.add(2 * i)), a);
+        i += 16;
+    }
+    let mut sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a.0, a.1), _mm256_add_ps(b.0, b.1)));
+    while i < n {
+        let one = |p: *const u8| f32::from_bits(u32::from(rd16(p)) << 16);
+        sum += one(x.add(2 * i)) * one(y.add(2 * i));
+        i += 1;
+    }
+    sum
+}

@@ -105,16 +105,48 @@ unsafe fn ld_f16(m: __mmask16, p: *const u8) -> __m512 {
     _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast()))
 }
 
-/// The bf16 at `p` picked by `m`, widened.
-///
-/// # Safety
-/// The picked values must be readable.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn ld_bf16(m: __mmask16, p: *const u8) -> __m512 {
-    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.cast()))))
-}
-
 float_kernel!(f32_f32, f32_inner, 4, ld_f32);
 float_kernel!(f16_f16, f16_inner, 2, ld_f16);
-float_kernel!(bf16_bf16, bf16_inner, 2, ld_bf16);
+
+fn bf16_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = blocks(n, w, a, 1, 2, 2);
+    // SAFETY: `blocks` checked that both slices hold `n` values, which is all
+    // `bf16_inner` reads; this kernel is only handed out when the CPU has this level.
+    unsafe { bf16_inner(n, w.as_ptr(), a.as_ptr()) }
+}
+
+/// `(even, odd)` accumulators plus the products of the 32 bf16 in `x` and `y`
+/// (even ones shifted up into f32, odd ones with the low half masked off).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn bf16_fma(x: __m512i, y: __m512i, acc: (__m512, __m512)) -> (__m512, __m512) {
+    let high = _mm512_set1_epi32(-0x1_0000);
+    let even = |v: __m512i| _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v));
+    let odd = |v: __m512i| _mm512_castsi512_ps(_mm512_and_si512(v, high));
+    (_mm512_fmadd_ps(even(x), even(y), acc.0), _mm512_fmadd_ps(odd(x), odd(y), acc.1))
+}
+
+/// # Safety
+/// `x` and `y` must point to `n` bf16 each; the CPU must have AVX-512 F/BW/VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn bf16_inner(n: usize, x: *const u8, y: *const u8) -> f32 {
+    let zero = _mm512_setzero_ps();
+    let (mut a, mut b) = ((zero, zero), (zero, zero));
+    let ld = |m: __mmask32, p: *const u8| _mm512_maskz_loadu_epi16(m, p.cast());
+    let mut i = 0;
+    while i + 64 <= n {
+        a = bf16_fma(ld(!0, x.add(2 * i)), ld(!0, y.add(2 * i)), a);
+        b = bf16_fma(ld(!0, x.add(2 * i + 64)), ld(!0, y.add(2 * i + 64)), b);
+        i += 64;
+    }
+    if i + 32 <= n {
+        a = bf16_fma(ld(!0, x.add(2 * i)), ld(!0, y.add(2 * i)), a);
+        i += 32;
+    }
+    if i < n {
+        // masked-off lanes are neither read nor faulted on
+        let m: __mmask32 = (1 << (n - i)) - 1;
+        b = bf16_fma(ld(m, x.add(2 * i)), ld(m, y.add(2 * i)), b);
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a.0, a.1), _mm512_add_ps(b.0, b.1)))
+}

@@ -12,10 +12,10 @@ use bytemuck::Pod;
 
 use super::super::search::scale_min_k4;
 use super::super::{
-    f16_to_f32, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, BlockQ8_1, BlockQ8_K, QK, QK_K,
+    BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    BlockQ8_1, BlockQ8_K, QK, QK_K,
 };
-use super::{blocks, DotFn};
+use super::{blocks, f16t, DotFn};
 use crate::dtype::DType;
 
 /// The scalar kernel for weights of type `w`, if it has one.
@@ -39,9 +39,9 @@ pub(super) fn kernel(w: DType) -> Option<DotFn> {
 }
 
 /// An f16 field as f32.
-#[inline]
+#[inline(always)]
 fn h(x: half::f16) -> f32 {
-    f16_to_f32(x.to_bits())
+    f16t(x.to_bits())
 }
 
 /// Dot of two runs of `n` floats of `WIDTH` bytes each, decoded by `load`,
@@ -69,7 +69,7 @@ fn f32_f32(n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 fn f16_f16(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    float_dot::<2>(n, w, a, |b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+    float_dot::<2>(n, w, a, |b| f16t(u16::from_le_bytes([b[0], b[1]])))
 }
 
 fn bf16_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {

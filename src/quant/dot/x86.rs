@@ -5,6 +5,8 @@
 
 use std::arch::x86_64::*;
 
+pub(super) use super::f16t;
+
 /// Sum of the 8 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -67,33 +69,24 @@ pub(super) unsafe fn rdf32(p: *const u8) -> f32 {
     f32::from_bits(rd32(p))
 }
 
-/// Four f16 (raw bits, lowest first) widened exactly to f32.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn f16x4(bits: u64) -> __m128 {
-    _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64))
-}
-
-/// One f16 (raw bits) widened exactly to f32.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn f16(bits: u16) -> f32 {
-    _mm_cvtss_f32(f16x4(u64::from(bits)))
-}
-
 /// `d_w * d_a` of two f16 scales, broadcast to 8 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn scale2(dw: u16, da: u16) -> __m256 {
-    let v = f16x4(u64::from(dw) | (u64::from(da) << 16));
-    _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+    _mm256_set1_ps(f16t(dw) * f16t(da))
 }
 
-/// 32 nibbles as bytes: the low nibbles of `q` in bytes 0..16, the high ones in 16..32.
+/// The 32 nibbles of the 16 bytes at `p` as bytes: the low nibbles in bytes
+/// 0..16, the high ones in 16..32.
+///
+/// # Safety
+/// `p..p + 16` must be readable.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn nibbles(q: __m128i) -> __m256i {
-    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0f))
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
+    // a broadcast load (no shuffle uop), then the upper copy shifted down by 4
+    let q = _mm256_broadcastsi128_si256(ld128(p));
+    _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0)), _mm256_set1_epi8(0x0f))
 }
 
 /// Byte `k` is `0xff` where bit `k` of `bits` is set, else 0.

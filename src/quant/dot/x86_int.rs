@@ -25,8 +25,8 @@ macro_rules! int_kernels {
     ($feat:literal) => {
         use super::super::QK_K;
         use super::x86::{
-            bytes_from_bits, f16, f16x4, hsum_ps, hsum_ps128, k4_scales_mins, ld128, ld256, nibbles, pick_words,
-            q3_scales, rd16, rd32, rdf32, scale2,
+            bytes_from_bits, f16t, hsum_ps, hsum_ps128, k4_scales_mins, ld128, ld256, nibbles, pick_words, q3_scales,
+            rd16, rd32, rdf32, scale2,
         };
         use super::{blocks, DotFn};
 
@@ -107,27 +107,36 @@ macro_rules! int_kernels {
             let eight = _mm256_set1_epi8(8);
             let acc = two_acc!(nb, |i, acc| {
                 let (bx, by) = (x.add(18 * i), y.add(34 * i));
-                let sum = udot_off(nibbles(ld128(bx.add(2))), eight, ld256(by.add(2)));
+                let sum = udot_off(nibbles(bx.add(2)), eight, ld256(by.add(2)));
                 _mm256_fmadd_ps(scale2(rd16(bx), rd16(by)), _mm256_cvtepi32_ps(sum), acc)
             });
             hsum_ps(acc)
+        }
+
+        /// `acc + d_w·d_a·sum + m_w·s_a` for a Q4_1/Q5_1 block at `bx` and a
+        /// Q8_1 block at `by` (both start with two f16: `d, m` and `d, s`); the
+        /// `m·s` term is spread over the 8 lanes as `m·s/8` (exact scaling).
+        ///
+        /// # Safety
+        /// `bx` and `by` must point to such blocks.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn affine_block(acc: __m256, sum: __m256i, bx: *const u8, by: *const u8) -> __m256 {
+            let d = _mm256_set1_ps(f16t(rd16(bx)) * f16t(rd16(by)));
+            let ms = _mm256_set1_ps(f16t(rd16(bx.add(2))) * f16t(rd16(by.add(2))) * 0.125);
+            _mm256_add_ps(acc, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), ms))
         }
 
         /// # Safety
         /// `x` and `y` must point to `nb` Q4_1 and Q8_1 blocks; the CPU must have `$feat`.
         #[target_feature(enable = $feat)]
         unsafe fn q4_1_inner(nb: usize, x: *const u8, y: *const u8) -> f32 {
-            let mut ms = _mm_setzero_ps();
             let acc = two_acc!(nb, |i, acc| {
                 let (bx, by) = (x.add(20 * i), y.add(36 * i));
-                // [d_w, m_w, d_a, s_a] -> [d_w d_a, m_w s_a, ..]
-                let v = f16x4(u64::from(rd32(bx)) | (u64::from(rd32(by)) << 32));
-                let p = _mm_mul_ps(v, _mm_movehl_ps(v, v));
-                ms = _mm_add_ps(ms, p);
-                let sum = udot(nibbles(ld128(bx.add(4))), ld256(by.add(4)));
-                _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(sum), acc)
+                let sum = udot(nibbles(bx.add(4)), ld256(by.add(4)));
+                affine_block(acc, sum, bx, by)
             });
-            hsum_ps(acc) + _mm_cvtss_f32(_mm_movehdup_ps(ms))
+            hsum_ps(acc)
         }
 
         /// # Safety
@@ -138,7 +147,7 @@ macro_rules! int_kernels {
             let acc = two_acc!(nb, |i, acc| {
                 let (bx, by) = (x.add(22 * i), y.add(34 * i));
                 let high = _mm256_and_si256(bytes_from_bits(rd32(bx.add(2))), bit4);
-                let q = _mm256_or_si256(nibbles(ld128(bx.add(6))), high);
+                let q = _mm256_or_si256(nibbles(bx.add(6)), high);
                 let sum = udot_off(q, sixteen, ld256(by.add(2)));
                 _mm256_fmadd_ps(scale2(rd16(bx), rd16(by)), _mm256_cvtepi32_ps(sum), acc)
             });
@@ -150,18 +159,14 @@ macro_rules! int_kernels {
         #[target_feature(enable = $feat)]
         unsafe fn q5_1_inner(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let bit4 = _mm256_set1_epi8(0x10);
-            let mut ms = _mm_setzero_ps();
             let acc = two_acc!(nb, |i, acc| {
                 let (bx, by) = (x.add(24 * i), y.add(36 * i));
-                let v = f16x4(u64::from(rd32(bx)) | (u64::from(rd32(by)) << 32));
-                let p = _mm_mul_ps(v, _mm_movehl_ps(v, v));
-                ms = _mm_add_ps(ms, p);
                 let high = _mm256_and_si256(bytes_from_bits(rd32(bx.add(4))), bit4);
-                let q = _mm256_or_si256(nibbles(ld128(bx.add(8))), high);
+                let q = _mm256_or_si256(nibbles(bx.add(8)), high);
                 let sum = udot(q, ld256(by.add(4)));
-                _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(sum), acc)
+                affine_block(acc, sum, bx, by)
             });
-            hsum_ps(acc) + _mm_cvtss_f32(_mm_movehdup_ps(ms))
+            hsum_ps(acc)
         }
 
         /// # Safety
@@ -211,7 +216,7 @@ macro_rules! int_kernels {
                 let sc = ld128(bx);
                 // the mins: Σ_g bsum_g · (scale_g >> 4)
                 let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc), m4));
-                let dmin = _mm256_set1_ps(yd * f16(rd16(bx.add(82))));
+                let dmin = _mm256_set1_ps(yd * f16t(rd16(bx.add(82))));
                 acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums(by), mins)), acc_m);
                 let s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4));
                 let mut sum = _mm256_setzero_si256();
@@ -223,7 +228,7 @@ macro_rules! int_kernels {
                         q2 = _mm256_srli_epi16::<2>(q2);
                     }
                 }
-                let d = _mm256_set1_ps(yd * f16(rd16(bx.add(80))));
+                let d = _mm256_set1_ps(yd * f16t(rd16(bx.add(80))));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
             hsum_ps(_mm256_sub_ps(acc, acc_m))
@@ -254,7 +259,7 @@ macro_rules! int_kernels {
                         hm = _mm256_srli_epi16::<1>(hm);
                     }
                 }
-                let d = _mm256_set1_ps(f16(rd16(bx.add(108))) * rdf32(by));
+                let d = _mm256_set1_ps(f16t(rd16(bx.add(108))) * rdf32(by));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
             hsum_ps(acc)
@@ -286,7 +291,7 @@ macro_rules! int_kernels {
                 let (bx, by) = (x.add(144 * i), y.add(292 * i));
                 let yd = rdf32(by);
                 let (scales, mins) = k4_prelude(bx, by);
-                acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
+                acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16t(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
                 let mut sum = _mm256_setzero_si256();
                 for j in 0..4 {
                     let q4 = ld256(bx.add(16 + 32 * j));
@@ -298,7 +303,7 @@ macro_rules! int_kernels {
                     sum = madd_acc(sum, lo, pick_words(scales, 2 * j, 2 * j));
                     sum = madd_acc(sum, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
                 }
-                let d = _mm256_set1_ps(yd * f16(rd16(bx)));
+                let d = _mm256_set1_ps(yd * f16t(rd16(bx)));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
             hsum_ps(acc) - hsum_ps128(acc_m)
@@ -314,7 +319,7 @@ macro_rules! int_kernels {
                 let (bx, by) = (x.add(176 * i), y.add(292 * i));
                 let yd = rdf32(by);
                 let (scales, mins) = k4_prelude(bx, by);
-                acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
+                acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16t(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
                 // bit g of qh byte l is the fifth bit of value 32g + l
                 let mut qh = ld256(bx.add(16));
                 let mut sum = _mm256_setzero_si256();
@@ -330,7 +335,7 @@ macro_rules! int_kernels {
                     sum = madd_acc(sum, lo, pick_words(scales, 2 * j, 2 * j));
                     sum = madd_acc(sum, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
                 }
-                let d = _mm256_set1_ps(yd * f16(rd16(bx)));
+                let d = _mm256_set1_ps(yd * f16t(rd16(bx)));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
             hsum_ps(acc) - hsum_ps128(acc_m)
@@ -373,7 +378,7 @@ macro_rules! int_kernels {
                         sum = madd_acc(sum, p, group16_scales(s16, h, k));
                     }
                 }
-                let d = _mm256_set1_ps(f16(rd16(bx.add(208))) * rdf32(by));
+                let d = _mm256_set1_ps(f16t(rd16(bx.add(208))) * rdf32(by));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
             hsum_ps(acc)

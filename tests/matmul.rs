@@ -1,0 +1,136 @@
+//! `mul_mat` on every path: the per-row dot kernels (small batches, every
+//! weight type) and the blocked GEMM (F32 weights, batches of 16 or more),
+//! against an f64 reference built from the dequantized weights and the
+//! activations rounded the way ggml rounds them (to the weight's dot partner).
+
+use rgml::quant::{self, dot};
+use rgml::{Context, CpuBackend, DType, Graph};
+
+fn vals(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Rows of `k` values as the dot partner of `wt` stores them, back in f32.
+fn as_partner(wt: DType, v: &[f32], k: usize) -> Vec<f32> {
+    let pt = dot::vec_dot_type(wt);
+    let mut out = vec![0f32; v.len()];
+    let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
+    for (src, dst) in v.chunks(k).zip(out.chunks_mut(k)) {
+        dot::quantize_activations(wt, src, &mut q).unwrap();
+        quant::dequantize_row(pt, &q, dst).unwrap();
+    }
+    out
+}
+
+fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 2], transposed_b: bool) {
+    let (a2, a3) = (batch[0], batch[1]);
+    let (b2, b3) = (a2 * ratio[0], a3 * ratio[1]);
+    let na = k * m * (a2 * a3) as usize;
+    let nb = k * n * (b2 * b3) as usize;
+    let (av, bv) = (vals(na, 1 + k as u64), vals(nb, 2 + n as u64));
+    let mut ctx = Context::new();
+    let af = ctx.new_f32(&[k as i64, m as i64, a2, a3], &av).unwrap();
+    let a = if wt == DType::F32 {
+        af
+    } else {
+        let q = ctx.new_tensor(wt, &[k as i64, m as i64, a2, a3]).unwrap();
+        ctx.cpy(af, q).unwrap()
+    };
+    let b = if transposed_b {
+        // b stored as [n, k] per batch and transposed: rows of b are strided
+        let bt: Vec<f32> = (0..(b2 * b3) as usize)
+            .flat_map(|bb| {
+                let base = bb * k * n;
+                let bv = &bv;
+                (0..k).flat_map(move |kk| (0..n).map(move |j| bv[base + j * k + kk]))
+            })
+            .collect();
+        let t = ctx.new_f32(&[n as i64, k as i64, b2, b3], &bt).unwrap();
+        ctx.transpose(t).unwrap()
+    } else {
+        ctx.new_f32(&[k as i64, n as i64, b2, b3], &bv).unwrap()
+    };
+    let out = ctx.mul_mat(a, b).unwrap();
+    let g = Graph::build(&ctx, &[out]).unwrap();
+    let st = CpuBackend::new(2).unwrap().with_poison(true).run(&ctx, &g).unwrap();
+    let got = st.read_f32(&ctx, out).unwrap();
+    // reference: weights as stored, activations as ggml rounds them (F32 GEMM: unrounded)
+    let aw: Vec<f32> = if wt == DType::F32 {
+        av.clone()
+    } else {
+        let mut d = vec![0f32; na];
+        let mut q = vec![0u8; wt.row_size(k as i64).unwrap()];
+        for (src, dst) in av.chunks(k).zip(d.chunks_mut(k)) {
+            quant::quantize_row(wt, src, &mut q).unwrap();
+            quant::dequantize_row(wt, &q, dst).unwrap();
+        }
+        d
+    };
+    let bw = as_partner(wt, &bv, k);
+    for i3 in 0..b3 as usize {
+        for i2 in 0..b2 as usize {
+            for i1 in 0..n {
+                for i0 in 0..m {
+                    let ab = ((i3 / ratio[1] as usize) * a2 as usize + i2 / ratio[0] as usize) * m + i0;
+                    let bb = (i3 * b2 as usize + i2) * n + i1;
+                    let (mut s, mut mag) = (0f64, 0f64);
+                    for kk in 0..k {
+                        let p = aw[ab * k + kk] as f64 * bw[bb * k + kk] as f64;
+                        s += p;
+                        mag += p.abs();
+                    }
+                    let g = got[((i3 * b2 as usize + i2) * n + i1) * m + i0] as f64;
+                    // Q4_1/Q5_1 use Q8_1's stored f16 sum (of the unrounded scale), not Σ d·q
+                    let tol = if matches!(wt, DType::Q4_1 | DType::Q5_1) { 2e-3 } else { 1e-5 };
+                    assert!(
+                        (g - s).abs() <= tol * mag + 1e-6,
+                        "{wt} k={k} m={m} n={n} [{i0},{i1},{i2},{i3}]: {g} vs {s}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_gemm_path_at_odd_sizes_and_layouts() {
+    for &(k, m, n) in &[(45, 19, 37), (1, 3, 16), (130, 70, 65)] {
+        check(DType::F32, k, m, n, [1, 1], [1, 1], false);
+        check(DType::F32, k, m, n, [2, 1], [2, 3], true);
+    }
+}
+
+#[test]
+fn small_batches_use_the_dot_kernels_for_every_weight_type() {
+    for wt in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
+        let k = if wt.block_size() == 256 { 512 } else { 96 };
+        check(wt, k, 7, 3, [1, 1], [1, 1], false);
+        check(wt, k, 5, 2, [2, 1], [2, 1], true);
+    }
+}
+
+#[test]
+fn quantized_weights_with_large_batches() {
+    check(DType::Q4_0, 64, 33, 40, [1, 1], [1, 1], false);
+    check(DType::Q6_K, 256, 9, 20, [1, 1], [1, 1], false);
+}
