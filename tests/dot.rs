@@ -584,4 +584,17 @@ fn speed() {
         }
         println!("{line}");
     }
+    for w in [DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_K] {
+        let x: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+        let mut out = vec![0u8; vec_dot_type(w).row_size(n as i64).unwrap()];
+        let mut best = f64::INFINITY;
+        for _ in 0..15 {
+            let t = std::time::Instant::now();
+            for _ in 0..200 {
+                quantize_activations(w, std::hint::black_box(&x), &mut out).unwrap();
+            }
+            best = best.min(t.elapsed().as_nanos() as f64 / 200.0);
+        }
+        println!("quantize_activations to {:<5} n={n}: {best:8.1} ns", vec_dot_type(w).name());
+    }
 }

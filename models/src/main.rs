@@ -106,6 +106,9 @@ enum Cmd {
         /// Timed runs per workload (the median is reported).
         #[arg(long, default_value_t = 15)]
         reps: usize,
+        /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s.
+        #[arg(long)]
+        llama: bool,
     },
 }
 
@@ -116,7 +119,7 @@ fn main() -> ExitCode {
         Cmd::Demo { n, threads } => {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Cmd::Bench { json, threads, n, reps } => bench(json, threads, n, reps),
+        Cmd::Bench { json, threads, n, reps, llama } => bench(json, threads, n, reps, llama),
         Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             print!("{s}");
             ExitCode::SUCCESS
@@ -195,7 +198,7 @@ fn eval(path: &std::path::Path, emit: Option<&std::path::Path>, threads: usize) 
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, String> {
+fn bench(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
     use rgml_models::bench;
     if !json {
         println!(
@@ -221,5 +224,15 @@ fn bench(json: bool, threads: usize, n: i64, reps: usize) -> Result<ExitCode, St
             );
         }
     })?;
+    if llama {
+        for dt in [rgml::DType::Q4_0, rgml::DType::Q8_0] {
+            let s = bench::llama_speed(dt, threads, 64, 16)?;
+            if json {
+                println!("{}", serde_json::json!({"name": format!("llama-{dt}"), "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps}));
+            } else {
+                println!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use super::super::{check_row, quantize_row, BlockQ8_0, BlockQ8_1, QK};
+use super::super::{check_row, quantize_row, BlockQ8_0, BlockQ8_1, BlockQ8_K, QK, QK_K};
 use super::{scalar, vec_dot_type};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -36,18 +36,42 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
     }
     let t = vec_dot_type(w);
     check_row(OP, t, src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = super::SimdLevel::Avx2.is_supported();
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
     match t {
-        DType::Q8_0 => {
-            for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(size_of::<BlockQ8_0>())) {
-                let (d, qs, _) = q8_x86(x);
-                out.copy_from_slice(bytemuck::bytes_of(&BlockQ8_0 { d: f16::from_f32(d), qs }));
+        DType::Q8_0 | DType::Q8_1 => {
+            let bytes = t.type_size();
+            for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(bytes)) {
+                let x: &[f32; QK] = x.try_into().expect("a whole block");
+                let (d, qs, sum) = if avx2 {
+                    // SAFETY: the CPU has AVX2+FMA+F16C (checked just above)
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        x86::q8(x)
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    unreachable!()
+                } else {
+                    q8_x86(x)
+                };
+                let d16 = f16::from_f32(d);
+                if t == DType::Q8_0 {
+                    out.copy_from_slice(bytemuck::bytes_of(&BlockQ8_0 { d: d16, qs }));
+                } else {
+                    let s = f16::from_f32(d * sum as f32);
+                    out.copy_from_slice(bytemuck::bytes_of(&BlockQ8_1 { d: d16, s, qs }));
+                }
             }
         }
-        DType::Q8_1 => {
-            for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(size_of::<BlockQ8_1>())) {
-                let (d, qs, sum) = q8_x86(x);
-                let s = f16::from_f32(d * sum as f32);
-                out.copy_from_slice(bytemuck::bytes_of(&BlockQ8_1 { d: f16::from_f32(d), s, qs }));
+        #[cfg(target_arch = "x86_64")]
+        DType::Q8_K if avx2 => {
+            for (x, out) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(size_of::<BlockQ8_K>())) {
+                let x: &[f32; QK_K] = x.try_into().expect("a whole block");
+                // SAFETY: the CPU has AVX2+FMA+F16C (checked above)
+                let y = unsafe { x86::q8_k(x) };
+                out.copy_from_slice(bytemuck::bytes_of(&y));
             }
         }
         // F32, F16, BF16, Q8_K: the conversions of quantize_row are ggml-cpu's
@@ -93,4 +117,146 @@ fn q8_x86(x: &[f32]) -> (f32, [i8; QK], i32) {
         *q = i.clamp(-128, 127) as i8;
     }
     (d, qs, sum)
+}
+
+/// The AVX2 forms of the quantizers, bit for bit the scalar ones (tested below).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use bytemuck::Zeroable;
+
+    use super::super::super::{BlockQ8_K, QK, QK_K};
+
+    /// [`super::q8_x86`] with ggml-cpu's AVX2 instructions.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8(x: &[f32; QK]) -> (f32, [i8; QK], i32) {
+        // SAFETY: `x` holds 32 floats, 4 loads of 8
+        let v: [__m256; 4] = std::array::from_fn(|k| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) });
+        let sign = _mm256_set1_ps(-0.0);
+        let m = v[1..].iter().fold(_mm256_andnot_ps(sign, v[0]), |m, &v| _mm256_max_ps(m, _mm256_andnot_ps(sign, v)));
+        let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m), _mm256_castps256_ps128(m));
+        let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        let i = v.map(|v| {
+            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, id)))
+        });
+        let s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s)));
+        // saturating packs work within 128-bit lanes; the permute restores the order
+        let q = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        let q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        let mut qs = [0i8; QK];
+        // SAFETY: `qs` has room for 32 bytes
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), q) };
+        (d, qs, sum)
+    }
+
+    /// ggml's reference `quantize_row_q8_K_ref` for one block (the `Block`
+    /// quantizer of [`BlockQ8_K`]), with the same f32 operations in AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_k(x: &[f32; QK_K]) -> BlockQ8_K {
+        // SAFETY (all loads): `x` holds 256 floats, 32 loads of 8
+        let ld = |k: usize| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) };
+        let sign = _mm256_set1_ps(-0.0);
+        // amax ignoring NaN (vmaxps returns its second operand when the first is NaN)
+        let mut m = _mm256_setzero_ps();
+        for k in 0..QK_K / 8 {
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, ld(k)), m);
+        }
+        let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m), _mm256_castps256_ps128(m));
+        let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        let mut y = BlockQ8_K::zeroed();
+        if amax == 0.0 {
+            return y;
+        }
+        // the signed value of the first element of largest magnitude
+        let am = _mm256_set1_ps(amax);
+        let first = (0..QK_K / 8)
+            .find_map(|k| {
+                let hit = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, ld(k)), am));
+                (hit != 0).then(|| 8 * k + hit.trailing_zeros() as usize)
+            })
+            .expect("amax is one of the values");
+        let iscale = -127.0 / x[first];
+        // nearest_int: add 1.5·2^23 (a separate add, as in ggml) and take the low mantissa bits
+        let (is, magic) = (_mm256_set1_ps(iscale), _mm256_set1_ps(12_582_912.0));
+        let (low, bias, top) = (_mm256_set1_epi32(0x007f_ffff), _mm256_set1_epi32(0x0040_0000), _mm256_set1_epi32(127));
+        let q = |k: usize| {
+            let v = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(ld(k), is), magic));
+            _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(v, low), bias), top)
+        };
+        for (c, out) in y.qs.chunks_exact_mut(32).enumerate() {
+            // the values lie in -127..=127 here (0..=127 for NaN), so saturating packs truncate exactly
+            let p = _mm256_packs_epi16(_mm256_packs_epi32(q(4 * c), q(4 * c + 1)), _mm256_packs_epi32(q(4 * c + 2), q(4 * c + 3)));
+            let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            // SAFETY: `out` is 32 bytes
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), p) };
+        }
+        for (s, qs) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
+            *s = qs.iter().map(|&q| i32::from(q)).sum::<i32>() as i16;
+        }
+        y.d = 1.0 / iscale;
+        y
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// Random floats with NaN, infinities, zeros, ties and tiny values mixed in.
+    fn nasty(seed: u64, n: usize) -> Vec<f32> {
+        let mut r = seed;
+        let specials = [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 0.5, -2.5, 1e-40, f32::MAX];
+        (0..n)
+            .map(|i| {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                let x = f32::from_bits((r >> 32) as u32);
+                match (r >> 8) % 64 {
+                    0 => specials[i % specials.len()],
+                    1..=40 => (r >> 40) as i32 as f32 / 1e3 * if i % 7 == 0 { 1e-30 } else { 1.0 },
+                    _ if x.is_finite() => x,
+                    _ => 1.0,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn avx2_quantizers_match_scalar_bit_for_bit() {
+        if !crate::quant::dot::SimdLevel::Avx2.is_supported() {
+            eprintln!("skipped: no AVX2");
+            return;
+        }
+        for seed in 1..400u64 {
+            // blocks with and without specials
+            let mut x = nasty(seed, QK_K);
+            if seed % 3 == 0 {
+                x.iter_mut().for_each(|v| *v = if v.is_finite() { *v } else { 0.0 });
+            }
+            if seed % 5 == 0 {
+                x.iter_mut().for_each(|v| *v = 0.0);
+            }
+            for b in x.chunks_exact(QK) {
+                let b: &[f32; QK] = b.try_into().unwrap();
+                // SAFETY: AVX2 checked above
+                let (d, qs, sum) = unsafe { x86::q8(b) };
+                let (d2, qs2, sum2) = q8_x86(b);
+                assert_eq!((d.to_bits(), qs, sum), (d2.to_bits(), qs2, sum2), "{b:?}");
+            }
+            let mut want = vec![0u8; size_of::<BlockQ8_K>()];
+            quantize_row(DType::Q8_K, &x, &mut want).unwrap();
+            // SAFETY: AVX2 checked above
+            let got = unsafe { x86::q8_k(x.as_slice().try_into().unwrap()) };
+            assert_eq!(bytemuck::bytes_of(&got), &want[..], "{x:?}");
+        }
+    }
 }
