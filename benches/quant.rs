@@ -8,20 +8,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rgml::gguf::GgufFile;
 use rgml::{quant, DType};
 
-const TYPES: [DType; 12] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
+const TYPES: [DType; 12] = DType::QUANTIZED;
 const N: usize = 1 << 20;
 
 fn quantization(c: &mut Criterion) {

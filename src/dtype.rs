@@ -82,6 +82,22 @@ impl DType {
         DType::Q8_K,
     ];
 
+    /// The block-quantized types, in table order.
+    pub const QUANTIZED: [DType; 12] = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q8_1,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::Q8_K,
+    ];
+
     const fn traits(self) -> Traits {
         // name, ggml/GGUF id, values per block, bytes per block, alignment of the block struct
         match self {
@@ -193,6 +209,8 @@ mod tests {
             assert_eq!(d.type_size() % d.align(), 0, "{d}: block size not a multiple of its alignment");
         }
         assert_eq!(DType::from_ggml_id(4), None, "Q4_2 was removed from ggml");
+        let q: Vec<DType> = DType::ALL.into_iter().filter(|d| d.is_quantized()).collect();
+        assert_eq!(q, DType::QUANTIZED);
     }
 
     #[test]

@@ -4,20 +4,7 @@
 
 use rgml::{quant, Context, CpuBackend, DType, Error, Graph};
 
-const BLOCK_TYPES: [DType; 12] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
+const BLOCK_TYPES: [DType; 12] = DType::QUANTIZED;
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
     (0..n as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()

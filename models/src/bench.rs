@@ -269,7 +269,10 @@ pub fn llama_speed(dtype: rgml::DType, threads: usize, prompt: usize, gen: usize
         }
         let gen_s = t.elapsed().as_secs_f64();
         Ok(LlamaSpeed {
-            what: format!("synthetic llama {dtype}: n_embd 2048, 4 layers, n_ff 5632, vocab 32000, {} threads", m_threads(threads)),
+            what: format!(
+                "synthetic llama {dtype}: n_embd 2048, 4 layers, n_ff 5632, vocab 32000, {} threads",
+                m_threads(threads)
+            ),
             prompt_tps: prompt as f64 / prompt_s,
             gen_tps: gen as f64 / gen_s,
         })

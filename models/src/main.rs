@@ -228,7 +228,10 @@ fn bench(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result
         for dt in [rgml::DType::Q4_0, rgml::DType::Q8_0] {
             let s = bench::llama_speed(dt, threads, 64, 16)?;
             if json {
-                println!("{}", serde_json::json!({"name": format!("llama-{dt}"), "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps}));
+                println!(
+                    "{}",
+                    serde_json::json!({"name": format!("llama-{dt}"), "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps})
+                );
             } else {
                 println!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
             }

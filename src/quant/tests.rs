@@ -6,20 +6,7 @@ use super::*;
 use crate::dtype::DType;
 use crate::error::Error;
 
-const BLOCK_TYPES: [DType; 12] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
+const BLOCK_TYPES: [DType; 12] = DType::QUANTIZED;
 
 /// A small deterministic generator (xorshift64*), uniform in [-1, 1).
 struct Rng(u64);

@@ -45,17 +45,7 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
             let bytes = t.type_size();
             for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(bytes)) {
                 let x: &[f32; QK] = x.try_into().expect("a whole block");
-                let (d, qs, sum) = if avx2 {
-                    // SAFETY: the CPU has AVX2+FMA+F16C (checked just above)
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        x86::q8(x)
-                    }
-                    #[cfg(not(target_arch = "x86_64"))]
-                    unreachable!()
-                } else {
-                    q8_x86(x)
-                };
+                let (d, qs, sum) = q8_block(x, avx2);
                 let d16 = f16::from_f32(d);
                 if t == DType::Q8_0 {
                     out.copy_from_slice(bytemuck::bytes_of(&BlockQ8_0 { d: d16, qs }));
@@ -69,7 +59,7 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
         DType::Q8_K if avx2 => {
             for (x, out) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(size_of::<BlockQ8_K>())) {
                 let x: &[f32; QK_K] = x.try_into().expect("a whole block");
-                // SAFETY: the CPU has AVX2+FMA+F16C (checked above)
+                // SAFETY: the CPU has AVX2+FMA+F16C (`avx2`)
                 let y = unsafe { x86::q8_k(x) };
                 out.copy_from_slice(bytemuck::bytes_of(&y));
             }
@@ -78,6 +68,19 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
         _ => quantize_row(t, src, dst)?,
     }
     Ok(())
+}
+
+/// One Q8_0/Q8_1 block (see [`q8_x86`]), with AVX2 when `avx2` (which must
+/// only be true when the CPU has AVX2+FMA+F16C).
+#[inline]
+fn q8_block(x: &[f32; QK], avx2: bool) -> (f32, [i8; QK], i32) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: the caller checked that the CPU has AVX2+FMA+F16C
+        return unsafe { x86::q8(x) };
+    }
+    let _ = avx2;
+    q8_x86(x)
 }
 
 /// `_mm_max_ps(a, b)` lane semantics: `a > b ? a : b` (so `b` when either is NaN).
@@ -94,7 +97,7 @@ fn max_ps(a: f32, b: f32) -> f32 {
 /// (which only matters for NaNs).
 #[inline(always)]
 fn amax_x86(x: &[f32]) -> f32 {
-    let m: [f32; 8] = std::array::from_fn(|l| (1..4).fold(x[l].abs(), |m, v| max_ps(m, x[8 * v + l].abs())));
+    let m: [f32; 8] = std::array::from_fn(|l| (1..4).fold(x[l].abs(), |m, v| max_ps(x[8 * v + l].abs(), m)));
     let m4: [f32; 4] = std::array::from_fn(|k| max_ps(m[4 + k], m[k]));
     max_ps(max_ps(m4[0], m4[2]), max_ps(m4[1], m4[3]))
 }
@@ -141,7 +144,9 @@ mod x86 {
         let d = amax / 127.0;
         let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
         let i = v.map(|v| {
-            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, id)))
+            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+                v, id,
+            )))
         });
         let s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
         let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
@@ -193,7 +198,10 @@ mod x86 {
         };
         for (c, out) in y.qs.chunks_exact_mut(32).enumerate() {
             // the values lie in -127..=127 here (0..=127 for NaN), so saturating packs truncate exactly
-            let p = _mm256_packs_epi16(_mm256_packs_epi32(q(4 * c), q(4 * c + 1)), _mm256_packs_epi32(q(4 * c + 2), q(4 * c + 3)));
+            let p = _mm256_packs_epi16(
+                _mm256_packs_epi32(q(4 * c), q(4 * c + 1)),
+                _mm256_packs_epi32(q(4 * c + 2), q(4 * c + 3)),
+            );
             let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             // SAFETY: `out` is 32 bytes
             unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), p) };
