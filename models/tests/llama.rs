@@ -51,3 +51,28 @@ fn f32_logits_match_llama_cpp_batched_and_one_at_a_time() {
         assert_eq!(m.n_past(), 16);
     }
 }
+
+/// Q8_0 and Q4_0 versions (quantized by rgml, byte-identical to gguf-py) run,
+/// agree with the F32 logits within their quantization error, and give the
+/// same logits batched and one token at a time.
+#[test]
+fn quantized_models_agree_within_quantization_error() {
+    let (toks, want) = (tokens(), reference());
+    // bounds: measured max abs diff vs the F32 logits (rms of logits ≈ 1.0) is
+    // 0.071 for Q8_0 and 0.88 for Q4_0 on this random-weight model
+    for (name, dt, max_err) in [("q8_0", rgml::DType::Q8_0, 0.15f32), ("q4_0", rgml::DType::Q4_0, 1.5)] {
+        let path = std::env::temp_dir().join(format!("rgml-llama-{}-{name}.gguf", std::process::id()));
+        rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+        let mut m = Llama::load(&path, None, 2).unwrap();
+        let batch = m.eval(&toks).unwrap();
+        m.reset().unwrap();
+        let single: Vec<f32> = toks.iter().flat_map(|&t| m.eval(&[t]).unwrap()).collect();
+        std::fs::remove_file(&path).ok();
+        let d = max_diff(&batch, &want);
+        assert!(
+            d <= max_err && d > 1e-4,
+            "{name}: max abs diff {d} vs f32 (a tiny diff would mean the weights were not quantized)"
+        );
+        assert!(max_diff(&batch, &single) <= 1e-4, "{name}: batched and one-at-a-time differ");
+    }
+}

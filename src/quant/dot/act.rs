@@ -64,6 +64,11 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
                 out.copy_from_slice(bytemuck::bytes_of(&y));
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        DType::F16 if avx2 => {
+            // SAFETY: the CPU has AVX2+FMA+F16C (`avx2`)
+            unsafe { x86::f16_row(src, dst) }
+        }
         // F32, F16, BF16, Q8_K: the conversions of quantize_row are ggml-cpu's
         _ => quantize_row(t, src, dst)?,
     }
@@ -97,7 +102,7 @@ fn max_ps(a: f32, b: f32) -> f32 {
 /// (which only matters for NaNs).
 #[inline(always)]
 fn amax_x86(x: &[f32]) -> f32 {
-    let m: [f32; 8] = std::array::from_fn(|l| (1..4).fold(x[l].abs(), |m, v| max_ps(x[8 * v + l].abs(), m)));
+    let m: [f32; 8] = std::array::from_fn(|l| (1..4).fold(x[l].abs(), |m, v| max_ps(m, x[8 * v + l].abs())));
     let m4: [f32; 4] = std::array::from_fn(|k| max_ps(m[4 + k], m[k]));
     max_ps(max_ps(m4[0], m4[2]), max_ps(m4[1], m4[3]))
 }
@@ -159,6 +164,28 @@ mod x86 {
         // SAFETY: `qs` has room for 32 bytes
         unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), q) };
         (d, qs, sum)
+    }
+
+    /// `src` as f16 (`vcvtps2ph`, round to nearest even), into `dst`.
+    ///
+    /// # Panics
+    /// If `dst` holds fewer than `2 * src.len()` bytes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn f16_row(src: &[f32], dst: &mut [u8]) {
+        assert!(dst.len() / 2 >= src.len());
+        let (xs, ys) = (src.chunks_exact(8), dst.chunks_exact_mut(16));
+        let tail = xs.remainder();
+        for (x, y) in xs.zip(ys) {
+            // SAFETY: `x` holds 8 floats and `y` 16 bytes
+            unsafe {
+                let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm256_loadu_ps(x.as_ptr()));
+                _mm_storeu_si128(y.as_mut_ptr().cast(), h);
+            }
+        }
+        let done = src.len() - tail.len();
+        for (x, y) in tail.iter().zip(dst[2 * done..].chunks_exact_mut(2)) {
+            y.copy_from_slice(&half::f16::from_f32(*x).to_bits().to_le_bytes());
+        }
     }
 
     /// ggml's reference `quantize_row_q8_K_ref` for one block (the `Block`
@@ -259,6 +286,14 @@ mod tests {
                 let (d, qs, sum) = unsafe { x86::q8(b) };
                 let (d2, qs2, sum2) = q8_x86(b);
                 assert_eq!((d.to_bits(), qs, sum), (d2.to_bits(), qs2, sum2), "{b:?}");
+            }
+            let (mut got16, mut want16) = (vec![0u8; 2 * QK_K], vec![0u8; 2 * QK_K]);
+            let bits: Vec<f32> = x.iter().map(|v| f32::from_bits(v.to_bits() ^ (seed as u32 * 0x9e37_79b9))).collect();
+            for n in [QK_K, QK_K - 3] {
+                // SAFETY: AVX2 checked above
+                unsafe { x86::f16_row(&bits[..n], &mut got16[..2 * n]) };
+                quantize_row(DType::F16, &bits[..n], &mut want16[..2 * n]).unwrap();
+                assert_eq!(got16, want16);
             }
             let mut want = vec![0u8; size_of::<BlockQ8_K>()];
             quantize_row(DType::Q8_K, &x, &mut want).unwrap();
