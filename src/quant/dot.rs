@@ -30,10 +30,17 @@
 //!
 //! # Quant values ggml never produces
 //! Q8_0/Q8_1/Q8_K quants of `-128` lie outside what any ggml quantizer writes
-//! (they produce `-127..=127`). With them the Q8_0·Q8_0 SIMD kernels may differ
-//! from the scalar one (the `abs`/`sign` trick ggml uses wraps on `-128`, and
-//! AVX2's `maddubs` saturates at `2·128·128`), as ggml's own kernels do; every
-//! other kernel is exact for any byte values.
+//! (they produce `-127..=127`). With them only the AVX2 Q8_0·Q8_0 kernel may
+//! differ from the scalar one, as ggml's does: its `abs`/`sign` trick wraps on
+//! `-128`, and `vpmaddubsw` saturates at `2·128·128`. Every other kernel
+//! (AVX-512's Q8_0·Q8_0 uses an exact `(x + 128)·y - 128·y` form) is exact in
+//! its integer part for any byte values. The k-quant kernels trust Q8_K's
+//! `bsums` to be the sums of its quants, as every Q8_K quantizer writes them
+//! (the SIMD Q3_K and Q6_K kernels read them where the scalar ones do not).
+//!
+//! # Scales
+//! f16 scales are widened through a 256 KiB table (like ggml-cpu's on x86),
+//! exact bit for bit.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};

@@ -288,7 +288,8 @@ mod tests {
                 assert_eq!((d.to_bits(), qs, sum), (d2.to_bits(), qs2, sum2), "{b:?}");
             }
             let (mut got16, mut want16) = (vec![0u8; 2 * QK_K], vec![0u8; 2 * QK_K]);
-            let bits: Vec<f32> = x.iter().map(|v| f32::from_bits(v.to_bits() ^ (seed as u32 * 0x9e37_79b9))).collect();
+            let bits: Vec<f32> =
+                x.iter().map(|v| f32::from_bits(v.to_bits() ^ (seed as u32).wrapping_mul(0x9e37_79b9))).collect();
             for n in [QK_K, QK_K - 3] {
                 // SAFETY: AVX2 checked above
                 unsafe { x86::f16_row(&bits[..n], &mut got16[..2 * n]) };

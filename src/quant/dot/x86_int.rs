@@ -1,6 +1,6 @@
 //! The quantized x86-64 kernels, written once and instantiated per level.
 //!
-//! [`int_kernels!`] expands, inside a level's module, to one kernel per
+//! `int_kernels!` expands, inside a level's module, to one kernel per
 //! quantized weight type, built with that level's target features. The module
 //! supplies the integer primitives the kernels are written against, which is
 //! where the levels differ (`vpmaddubsw`+`vpmaddwd` on AVX2,
