@@ -166,7 +166,8 @@ pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> R
     {
         for &nt in ns {
             let w = workloads::matmul(dt, n, n, nt).map_err(|e| e.to_string())?;
-            let r = run_matmul(&cpu, &w, reps.min(5))?;
+            let mut r = run_matmul(&cpu, &w, reps.min(5))?;
+            r.name = if dt == rgml::DType::F32 { format!("W4-n{nt}") } else { format!("W5-{dt}-n{nt}") };
             each(&r);
             rows.push(r);
         }

@@ -112,5 +112,24 @@ fn cli_bench_json_lines() {
             v["name"].as_str().unwrap().to_string()
         })
         .collect();
-    assert_eq!(names, ["W1", "W2a", "W2b", "W3", "W7", "W6-t1", "W6-t2"]);
+    assert_eq!(
+        names,
+        [
+            "W1",
+            "W2a",
+            "W2b",
+            "W3",
+            "W7",
+            "W4-n1",
+            "W4-n16",
+            "W4-n128",
+            "W4-n512",
+            "W5-q4_0-n1",
+            "W5-q4_0-n128",
+            "W5-q8_0-n1",
+            "W5-q8_0-n128",
+            "W6-t1",
+            "W6-t2"
+        ]
+    );
 }
