@@ -35,6 +35,7 @@ pub mod tensor;
 pub mod workloads;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
+pub use backend::cuda::{CudaBackend, CudaRules};
 pub use context::Context;
 pub use dtype::DType;
 pub use error::{Error, Result};

@@ -2,3 +2,4 @@
 //! device; they read tensor headers and placements, never the builder API.
 
 pub mod cpu;
+pub mod cuda;

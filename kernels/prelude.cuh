@@ -1,0 +1,137 @@
+// rgml CUDA prelude: prepended by the Rust side to every kernels/*.cu source
+// before NVRTC compiles it (the sources do not #include it). Nothing here needs
+// the CUDA toolkit headers: f16/bf16 conversions are inline PTX and bit ops.
+//
+// Type codes: keep in sync with `KernelType` in src/backend/cuda/kernels.rs.
+#define RG_F32 0
+#define RG_F16 1
+#define RG_BF16 2
+#define RG_I32 3
+#define RG_Q4_0 4
+#define RG_Q8_0 5
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Shape and byte strides of one operand, passed by value (mirrors `KTensor`
+// in src/backend/cuda/kernels.rs: #[repr(C)], 72 bytes).
+struct RgT {
+    i64 ne[4];
+    i64 nb[4];
+    int type;
+    int pad;
+};
+
+__device__ __forceinline__ float rg_h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short rg_f2h(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float rg_bf2f(unsigned short h) {
+    return __uint_as_float(((unsigned int)h) << 16);
+}
+// round to nearest even; NaN stays NaN (quiet bit set), as the `half` crate.
+__device__ __forceinline__ unsigned short rg_f2bf(float f) {
+    unsigned int x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) {
+        return (unsigned short)((x >> 16) | 0x0040u);
+    }
+    unsigned int round = 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)((x + round) >> 16);
+}
+
+// Loads the float value at `p` of a plain type (F32/F16/BF16/I32).
+__device__ __forceinline__ float rg_load(const char* p, int type) {
+    switch (type) {
+    case RG_F16: return rg_h2f(*(const unsigned short*)p);
+    case RG_BF16: return rg_bf2f(*(const unsigned short*)p);
+    case RG_I32: return (float)(*(const int*)p);
+    default: return *(const float*)p;
+    }
+}
+// Stores `v` at `p` converted to a plain type (F32/F16/BF16/I32).
+__device__ __forceinline__ void rg_store(char* p, int type, float v) {
+    switch (type) {
+    case RG_F16: *(unsigned short*)p = rg_f2h(v); break;
+    case RG_BF16: *(unsigned short*)p = rg_f2bf(v); break;
+    case RG_I32: *(int*)p = (int)v; break;
+    default: *(float*)p = v; break;
+    }
+}
+
+// Byte offset of the element with flat logical index `i` (ne[0] fastest).
+__device__ __forceinline__ i64 rg_offset(const RgT& t, i64 i) {
+    i64 i0 = i % t.ne[0]; i /= t.ne[0];
+    i64 i1 = i % t.ne[1]; i /= t.ne[1];
+    i64 i2 = i % t.ne[2];
+    i64 i3 = i / t.ne[2];
+    return i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+// Byte offset of row `r` (flat over dims 1..3) of `t`.
+__device__ __forceinline__ i64 rg_row_offset(const RgT& t, i64 r) {
+    i64 i1 = r % t.ne[1]; r /= t.ne[1];
+    i64 i2 = r % t.ne[2];
+    i64 i3 = r / t.ne[2];
+    return i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+// (i1, i2, i3) of row `r` of a tensor of shape `ne`.
+__device__ __forceinline__ void rg_unravel_row(const RgT& t, i64 r, i64* i1, i64* i2, i64* i3) {
+    *i1 = r % t.ne[1]; r /= t.ne[1];
+    *i2 = r % t.ne[2];
+    *i3 = r / t.ne[2];
+}
+
+#define RG_GRID_STRIDE(i, n) \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+
+// Block-wide sum of one double per thread (blockDim.x a power of two <= 1024).
+__device__ double rg_block_sum(double v) {
+    __shared__ double rg_red[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) rg_red[warp] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = (threadIdx.x < nw) ? rg_red[threadIdx.x] : 0.0;
+    if (warp == 0) {
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) rg_red[0] = v;
+    __syncthreads();
+    v = rg_red[0];
+    __syncthreads();
+    return v;
+}
+// Block-wide max with C's MAX(a, b) = a > b ? a : b (a NaN argument b wins).
+__device__ float rg_block_max(float v) {
+    __shared__ float rg_mx[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = v > w ? v : w;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) rg_mx[warp] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = (threadIdx.x < nw) ? rg_mx[threadIdx.x] : -__int_as_float(0x7f800000);
+    if (warp == 0) {
+        for (int o = 16; o > 0; o >>= 1) {
+            float w = __shfl_xor_sync(0xffffffffu, v, o);
+            v = v > w ? v : w;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) rg_mx[0] = v;
+    __syncthreads();
+    v = rg_mx[0];
+    __syncthreads();
+    return v;
+}

@@ -1,0 +1,14 @@
+// sum_rows: dst[0, i1, i2, i3] = sum over i0 of a[i0, i1, i2, i3], summed in
+// double like src/backend/cpu/reduce.rs. One block per row.
+// Compiled with prelude.cuh prepended.
+
+extern "C" __global__ void rg_sum_rows(char* dst, RgT d, const char* a, RgT ta) {
+    i64 r = blockIdx.x;
+    i64 i1, i2, i3;
+    rg_unravel_row(ta, r, &i1, &i2, &i3);
+    const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
+    double acc = 0.0;
+    for (i64 i0 = threadIdx.x; i0 < ta.ne[0]; i0 += blockDim.x) acc += (double)rg_load(x + i0 * ta.nb[0], ta.type);
+    acc = rg_block_sum(acc);
+    if (threadIdx.x == 0) rg_store(dst + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3], d.type, (float)acc);
+}

@@ -1,0 +1,33 @@
+// Elementwise unary ops and scale. op: 0 relu, 1 gelu (tanh approximation),
+// 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 7 scale by `param` (UNARY_* in
+// src/backend/cuda/kernels.rs). Same formulas as src/backend/cpu/elementwise.rs.
+// Compiled with prelude.cuh prepended.
+
+__device__ __forceinline__ float rg_unop(int op, float param, float x) {
+    switch (op) {
+    case 0: return x > 0.0f ? x : 0.0f;
+    case 1: {
+        const float SQRT_2_OVER_PI = 0.7978846f;
+        const float COEF_A = 0.044715f;
+        return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + COEF_A * x * x)));
+    }
+    case 2: return x / (1.0f + expf(-x));
+    case 3: return -x;
+    case 4: return x * x;
+    case 5: return sqrtf(x);
+    case 6: return expf(x);
+    default: return x * param;
+    }
+}
+
+// Fast path: dst and a packed F32 of n elements (dst may be a: in place).
+extern "C" __global__ void rg_unary_f32_contig(int op, float param, float* dst, const float* a, i64 n) {
+    RG_GRID_STRIDE(i, n) { dst[i] = rg_unop(op, param, a[i]); }
+}
+
+// General path: dst and a of the same shape, any strides and plain types.
+extern "C" __global__ void rg_unary(int op, float param, char* dst, RgT d, const char* a, RgT ta, i64 n) {
+    RG_GRID_STRIDE(i, n) {
+        rg_store(dst + rg_offset(d, i), d.type, rg_unop(op, param, rg_load(a + rg_offset(ta, i), ta.type)));
+    }
+}

@@ -1,0 +1,188 @@
+//! The CUDA C sources (`kernels/*.cu`, embedded at build time) and the
+//! `#[repr(C)]` argument structs the kernels take by value.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+
+/// The prelude every kernel source is compiled with (prepended): type codes,
+/// f16/bf16 conversions, typed loads and stores, index helpers, block reductions.
+pub const PRELUDE: &str = include_str!("../../../kernels/prelude.cuh");
+
+/// Every kernel module: `(name, source)`, one per op family. The name is the
+/// file stem under `kernels/`.
+pub const MODULES: &[(&str, &str)] = &[
+    ("binary", include_str!("../../../kernels/binary.cu")),
+    ("unary", include_str!("../../../kernels/unary.cu")),
+    ("copy", include_str!("../../../kernels/copy.cu")),
+    ("reduce", include_str!("../../../kernels/reduce.cu")),
+    ("norm", include_str!("../../../kernels/norm.cu")),
+    ("softmax", include_str!("../../../kernels/softmax.cu")),
+    ("rope", include_str!("../../../kernels/rope.cu")),
+    ("rows", include_str!("../../../kernels/rows.cu")),
+    ("shape", include_str!("../../../kernels/shape.cu")),
+];
+
+/// The source of module `name` as NVRTC compiles it: the prelude, then the file.
+pub fn module_source(name: &str) -> Result<String> {
+    let (_, src) = MODULES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| Error::Invalid(format!("no CUDA kernel module named {name:?}")))?;
+    Ok(format!("{PRELUDE}\n#line 1 \"{name}.cu\"\n{src}"))
+}
+
+/// Binary op codes of `rg_binary*` (`kernels/binary.cu`).
+pub const BINARY_ADD: i32 = 0;
+/// Subtraction.
+pub const BINARY_SUB: i32 = 1;
+/// Multiplication.
+pub const BINARY_MUL: i32 = 2;
+/// Division.
+pub const BINARY_DIV: i32 = 3;
+
+/// Op code of `rg_unary*` (`kernels/unary.cu`) for a unary op.
+pub fn unary_code(op: crate::tensor::UnaryOp) -> i32 {
+    use crate::tensor::UnaryOp::*;
+    match op {
+        Relu => 0,
+        Gelu => 1,
+        Silu => 2,
+        Neg => 3,
+        Sqr => 4,
+        Sqrt => 5,
+        Exp => 6,
+    }
+}
+/// Op code of `rg_unary*` for `scale` (the factor is the `param` argument).
+pub const UNARY_SCALE: i32 = 7;
+
+/// The prelude's type code (`RG_F32`…) of a type the kernels read, or an
+/// `Unsupported` error naming `op`.
+pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
+    Ok(match dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::I32 => 3,
+        DType::Q4_0 => 4,
+        DType::Q8_0 => 5,
+        _ => return Err(Error::Unsupported { op, dtype }),
+    })
+}
+
+/// One operand's shape and byte strides, as the kernels' `RgT` (72 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KTensor {
+    /// Element counts.
+    pub ne: [i64; 4],
+    /// Byte strides.
+    pub nb: [i64; 4],
+    /// Type code ([`type_code`]).
+    pub dtype: i32,
+    /// Padding (0).
+    pub pad: i32,
+}
+
+impl KTensor {
+    /// The kernel view of `l`; errors on a type the kernels do not read, or on
+    /// a block type whose values are not blocked along dim 0.
+    pub fn of(op: &'static str, l: &Layout) -> Result<KTensor> {
+        let dtype = type_code(op, l.dtype)?;
+        if l.dtype.block_size() > 1 && l.block_dim != 0 {
+            return Err(Error::Unsupported { op, dtype: l.dtype });
+        }
+        Ok(KTensor { ne: l.ne, nb: l.nb.map(|n| n as i64), dtype, pad: 0 })
+    }
+}
+
+/// Rope parameters as the kernels' `RgRope` (32 bytes), computed on the host
+/// exactly as the CPU kernel computes them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KRope {
+    /// Rotated values per row.
+    pub n_dims: i32,
+    /// 1 for NeoX pairing.
+    pub neox: i32,
+    /// `freq_base^(-2/n_dims)`.
+    pub theta_scale: f32,
+    /// Position interpolation factor.
+    pub freq_scale: f32,
+    /// YaRN extrapolation mix.
+    pub ext_factor: f32,
+    /// Magnitude scale.
+    pub attn_factor: f32,
+    /// YaRN correction dims, low.
+    pub corr0: f32,
+    /// YaRN correction dims, high.
+    pub corr1: f32,
+}
+
+impl KRope {
+    /// The kernel parameters of `p` (as `src/backend/cpu/rope.rs` derives them).
+    pub fn of(p: &crate::tensor::RopeParams) -> KRope {
+        let corr_dim = |n_rot: f32| {
+            p.n_dims as f32 * (p.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * p.freq_base.ln())
+        };
+        let start = corr_dim(p.beta_fast).floor();
+        let end = corr_dim(p.beta_slow).ceil();
+        let top = (p.n_dims - 1) as f32;
+        KRope {
+            n_dims: p.n_dims,
+            neox: i32::from(p.mode == crate::tensor::RopeParams::NEOX),
+            theta_scale: p.freq_base.powf(-2.0 / p.n_dims as f32),
+            freq_scale: p.freq_scale,
+            ext_factor: p.ext_factor,
+            attn_factor: p.attn_factor,
+            corr0: if 0.0 > start { 0.0 } else { start },
+            corr1: if top < end { top } else { end },
+        }
+    }
+}
+
+/// ALiBi parameters `(n_head_log2, m0, m1)` for `rg_soft_max`, as ggml
+/// computes them; `n_head_log2 == 0` means no ALiBi (every slope 1).
+pub fn alibi_params(n_head: i64, max_bias: f32) -> (i32, f32, f32) {
+    let n_head = u32::try_from(n_head).unwrap_or(u32::MAX);
+    if max_bias <= 0.0 || n_head == 0 {
+        return (0, 1.0, 1.0);
+    }
+    let n_head_log2 = 1u32 << (f64::from(n_head).log2().floor() as u32);
+    let m0 = 2.0f32.powf(-max_bias / n_head_log2 as f32);
+    let m1 = 2.0f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
+    (n_head_log2 as i32, m0, m1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_sizes_match_the_prelude() {
+        assert_eq!(std::mem::size_of::<KTensor>(), 72);
+        assert_eq!(std::mem::size_of::<KRope>(), 32);
+    }
+
+    #[test]
+    fn every_kernel_file_is_listed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.ok()?.path();
+                (p.extension()? == "cu").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+            })
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = MODULES.iter().map(|(n, _)| n.to_string()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed);
+        for (n, _) in MODULES {
+            assert!(module_source(n).unwrap().starts_with(PRELUDE));
+        }
+        assert!(module_source("nope").is_err());
+    }
+}

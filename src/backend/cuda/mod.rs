@@ -1,0 +1,223 @@
+//! The CUDA executor (cudarc, libraries loaded at run time).
+//!
+//! Status: the foundation. What exists: library probing that turns a missing
+//! driver, NVRTC or cuBLAS into [`Error::Unavailable`] before cudarc can panic
+//! ([`probe()`](fn@probe)); the kernel sources (`kernels/*.cu`) with their argument
+//! structs ([`kernels`]); NVRTC compilation cached per (module, arch)
+//! ([`compile`]); [`CudaBackend`], which opens a device and its stream, binds a
+//! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
+//! buffer, leaves uploaded once) and runs graphs node by node
+//! ([`CudaBackend::compute`]); `mul_mat` goes through cuBLAS (SGEMM; other
+//! types converted to F32 first). Not yet on the GPU:
+//! quantized destinations, native F16 GEMM and quantized matmul kernels.
+//!
+//! Kernels are CUDA C compiled with NVRTC for the device's compute capability
+//! at first use; they need no CUDA toolkit headers (a small prelude does the
+//! f16/bf16 conversions). Strided kernels take `ne`/`nb` by value
+//! ([`kernels::KTensor`]) and use 64-bit index math.
+
+mod exec;
+pub mod kernels;
+mod matmul;
+mod nvrtc;
+pub mod probe;
+mod storage;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+
+use crate::error::{Error, Result};
+use crate::plan::{ReuseRules, CUDA_ALIGNMENT};
+use crate::tensor::Op;
+
+pub use nvrtc::{arch_for, compile, modules};
+pub use probe::CudaLib;
+pub use storage::CudaStorage;
+
+/// What the CUDA kernels allow the planner: 256-byte alignment, and the same
+/// in-place reuse as the CPU kernels (each elementwise thread reads its
+/// element before writing it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CudaRules;
+
+impl ReuseRules for CudaRules {
+    fn alignment(&self) -> usize {
+        CUDA_ALIGNMENT
+    }
+    fn may_overwrite_source(&self, op: &Op, slot: usize) -> bool {
+        match op {
+            Op::Binary(_) => slot <= 1,
+            Op::Scale(_) | Op::Unary(_) | Op::Cont | Op::Dup => slot == 0,
+            Op::DiagMaskInf { .. } => slot == 0,
+            _ => false,
+        }
+    }
+}
+
+/// A CUDA device: its context, its one stream, cuBLAS on that stream, and
+/// the kernel modules loaded so far. Cheap to share: storages keep an
+/// `Arc` to it to launch their read-back kernels.
+pub(crate) struct Device {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    arch: String,
+    name: String,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+}
+
+/// Runs graphs on one CUDA device (see the module docs for what is wired).
+pub struct CudaBackend {
+    dev: Arc<Device>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBackend(#{} {}, {})", self.dev.ordinal, self.dev.name, self.dev.arch)
+    }
+}
+
+/// Ok if the driver, NVRTC and cuBLAS libraries can all be loaded; else
+/// [`Error::Unavailable`] naming the first one missing and `LD_LIBRARY_PATH`.
+/// Calls nothing in the libraries (safe on machines without CUDA).
+pub fn probe() -> Result<()> {
+    probe::require(CudaLib::Driver)?;
+    probe::require(CudaLib::Nvrtc)?;
+    probe::require(CudaLib::Cublas)
+}
+
+pub(crate) fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::Unavailable { what: "CUDA device".into(), why: format!("{what}: {e:?}") }
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`. Errors with [`Error::Unavailable`] (never a
+    /// panic) when a CUDA library is missing, no device is present, or the
+    /// ordinal is out of range.
+    pub fn new(ordinal: usize) -> Result<CudaBackend> {
+        probe()?;
+        let count = CudaContext::device_count().map_err(driver_err("cuDeviceGetCount"))?;
+        if ordinal >= usize::try_from(count).unwrap_or(0) {
+            return Err(Error::Unavailable {
+                what: format!("CUDA device {ordinal}"),
+                why: format!("{count} CUDA device(s) present"),
+            });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver_err("cuCtxCreate"))?;
+        let (major, minor) = ctx.compute_capability().map_err(driver_err("compute capability"))?;
+        let name = ctx.name().unwrap_or_else(|_| "?".into());
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone())
+            .map_err(|e| Error::Unavailable { what: "cuBLAS".into(), why: format!("cublasCreate: {e:?}") })?;
+        let dev = Device {
+            ordinal,
+            ctx,
+            stream,
+            blas,
+            arch: arch_for(major, minor),
+            name,
+            modules: Mutex::new(HashMap::new()),
+        };
+        Ok(CudaBackend { dev: Arc::new(dev) })
+    }
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.dev.ordinal
+    }
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.dev.name
+    }
+    /// The NVRTC architecture kernels are compiled for (`compute_XY`).
+    pub fn arch(&self) -> &str {
+        &self.dev.arch
+    }
+    /// The cudarc context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.dev.ctx
+    }
+    /// The one stream every operation of this backend is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.dev.stream
+    }
+    /// Kernel `func` of module `module`, compiling and loading the module at first use.
+    pub fn function(&self, module: &'static str, func: &str) -> Result<CudaFunction> {
+        self.dev.function(module, func)
+    }
+}
+
+impl Device {
+    pub(crate) fn function(&self, module: &'static str, func: &str) -> Result<CudaFunction> {
+        let m = {
+            let mut mods = self.modules.lock().map_err(|_| Error::Invalid("internal: module lock poisoned".into()))?;
+            match mods.get(module) {
+                Some(m) => m.clone(),
+                None => {
+                    let ptx = compile(module, &self.arch)?;
+                    let m = self.ctx.load_module(ptx).map_err(driver_err("cuModuleLoadData"))?;
+                    mods.insert(module, m.clone());
+                    m
+                }
+            }
+        };
+        m.load_function(func).map_err(driver_err("cuModuleGetFunction"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_errors_or_opens_without_panicking() {
+        match CudaBackend::new(0) {
+            Ok(b) => println!("CUDA present: {b:?}"),
+            Err(e) => {
+                assert!(matches!(e, Error::Unavailable { .. }), "{e}");
+                println!("SKIP: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn plans_for_cuda_are_256_byte_aligned() {
+        use crate::{Allocator, Context, Graph, Place};
+        let mut ctx = Context::new();
+        let a = ctx.new_f32(&[3, 5], &[1.0; 15]).unwrap();
+        let b = ctx.new_f32(&[3], &[2.0; 3]).unwrap();
+        let c = ctx.add(a, b).unwrap();
+        let d = ctx.sum_rows(c).unwrap();
+        let e = ctx.scale(d, 0.5).unwrap();
+        let graph = Graph::build(&ctx, &[e]).unwrap();
+        let plan = Allocator::new(CudaRules).plan(&ctx, &graph).unwrap();
+        assert_eq!(plan.alignment(), CUDA_ALIGNMENT);
+        for (_, place) in plan.places() {
+            if let Place::Buffer { offset } = place {
+                assert_eq!(offset % CUDA_ALIGNMENT, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn alibi_and_rope_parameters() {
+        assert_eq!(kernels::alibi_params(8, 0.0), (0, 1.0, 1.0));
+        let (n, m0, m1) = kernels::alibi_params(12, 8.0);
+        assert_eq!(n, 8);
+        assert_eq!(m0, 2.0f32.powf(-1.0));
+        assert_eq!(m1, 2.0f32.powf(-0.5));
+        let p = kernels::KRope::of(&crate::RopeParams::new(64, crate::RopeParams::NEOX));
+        assert_eq!(p.neox, 1);
+        assert_eq!(p.theta_scale, 10000f32.powf(-2.0 / 64.0));
+        assert!(p.corr0 >= 0.0 && p.corr1 <= 63.0);
+    }
+
+    #[test]
+    fn bad_arch_and_module_are_errors() {
+        assert!(compile("binary", "sm_90").is_err());
+        assert!(compile("no_such_module", "compute_90").is_err());
+    }
+}

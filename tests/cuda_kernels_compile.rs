@@ -1,0 +1,78 @@
+//! Every `kernels/*.cu` module compiles with NVRTC for `compute_90` (no GPU
+//! needed, only the NVRTC library). NVRTC is found through `LD_LIBRARY_PATH`,
+//! `RGML_NVRTC_LIB_DIR` / `RGML_CUDA_LIB_DIR`, or the pip wheel
+//! `nvidia-cuda-nvrtc` (its `nvidia/cu13/lib`) under the usual Python
+//! site-packages directories. Without NVRTC the test prints `SKIP: …` and passes;
+//! with `RGML_REQUIRE_NVRTC=1` it fails instead.
+
+use std::path::{Path, PathBuf};
+
+use rgml::backend::cuda::{self, probe, CudaLib};
+use rgml::Error;
+
+/// `nvidia/cu13/lib` and `nvidia/cuda_nvrtc/lib` under the site-packages of
+/// the Pythons on this machine (a best-effort search; set the variable to be sure).
+fn wheel_dirs() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Ok(out) = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import site,sys; print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]+sys.path))",
+        ])
+        .output()
+    {
+        roots.extend(String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from));
+    }
+    let mut dirs = Vec::new();
+    for r in roots {
+        for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib"] {
+            let d = r.join(sub);
+            if has_nvrtc(&d) && !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs
+}
+
+fn has_nvrtc(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .is_ok_and(|it| it.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("libnvrtc.so")))
+}
+
+#[test]
+fn every_kernel_compiles_for_compute_90() {
+    if std::env::var_os("RGML_NVRTC_LIB_DIR").is_none() {
+        let dirs = wheel_dirs();
+        if !dirs.is_empty() {
+            // before the first probe (probes are cached per process)
+            std::env::set_var("RGML_NVRTC_LIB_DIR", std::env::join_paths(&dirs).unwrap());
+        }
+    }
+    if let Err(e) = probe::require(CudaLib::Nvrtc) {
+        assert!(matches!(e, Error::Unavailable { .. }));
+        if std::env::var("RGML_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
+            panic!("RGML_REQUIRE_NVRTC=1 but {e}");
+        }
+        println!("SKIP: NVRTC not found, kernels not compiled: {e}");
+        return;
+    }
+    let mut failed = Vec::new();
+    let mut n = 0;
+    for module in cuda::modules() {
+        n += 1;
+        match cuda::compile(module, "compute_90") {
+            Ok(ptx) => {
+                let src = ptx.to_src();
+                assert!(src.contains(".target sm_90"), "{module}: PTX for another target");
+                assert!(src.contains(".entry rg_"), "{module}: no kernel entry points");
+                println!("ok: kernels/{module}.cu ({} bytes of PTX)", src.len());
+            }
+            Err(e) => failed.push(format!("{e}")),
+        }
+    }
+    assert!(failed.is_empty(), "{} of {n} kernel modules failed:\n{}", failed.len(), failed.join("\n\n"));
+    // cached: the second call returns the same PTX
+    let a = cuda::compile("binary", "compute_90").unwrap().to_src();
+    assert_eq!(a, cuda::compile("binary", "compute_90").unwrap().to_src());
+}
