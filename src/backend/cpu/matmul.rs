@@ -4,14 +4,17 @@
 //! output element is one dot product of a weight row with a converted row, by
 //! the fastest kernel this CPU has (`quant::dot`). Work is split over blocks of
 //! weight rows; within a block, activation rows go in chunks so the weight
-//! rows stay in L1 and the chunk in L2.
+//! rows stay in L1 and the chunk in L2. Weight types with a register-tiled
+//! kernel (`quant::tile`: Q4_0, Q8_0) instead get their converted rows
+//! prepared once more, and each call computes a block's weight rows against
+//! every activation row of the batch.
 
 use super::copy;
 use super::mem::{Exec, Strided};
 use crate::error::Result;
 use crate::host::HostBuffer;
 use crate::layout::Layout;
-use crate::quant::dot;
+use crate::quant::{dot, tile};
 
 /// Weight rows per work item.
 const A_BLOCK: usize = 16;
@@ -43,12 +46,45 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
     let batches = (ne[2] * ne[3]) as usize;
     let abase = a.ptr() as usize;
     let bq = acts.as_bytes();
+    let tiled = match tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0) {
+        Some(t) => Some((t, prepare(ex, t, k, bq, brow)?)),
+        None => None,
+    };
+    let prepared: Vec<&[u8]> = match &tiled {
+        Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
+        None => Vec::new(),
+    };
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
+        let mut out = Vec::new();
         for item in items {
             let (batch, blk) = (item / blocks, item % blocks);
             let (i2, i3) = (batch % ne[2] as usize, batch / ne[2] as usize);
             let rows = blk * A_BLOCK..((blk + 1) * A_BLOCK).min(m);
             let a_off = (i2 / r2) * a.l.nb[2] + (i3 / r3) * a.l.nb[3];
+            if let Some((t, _)) = &tiled {
+                // every activation row of the batch, up to 16 weight rows per call
+                let acts = &prepared[batch * n1..(batch + 1) * n1];
+                for sub in rows.clone().step_by(t.mr().min(A_BLOCK)) {
+                    let sub = sub..(sub + t.mr().min(A_BLOCK)).min(rows.end);
+                    let mut w: [&[u8]; A_BLOCK] = [&[]; A_BLOCK];
+                    for (wr, i0) in w.iter_mut().zip(sub.clone()) {
+                        let at = a_off + i0 * a.l.nb[1];
+                        // SAFETY: as for `wrow` below.
+                        *wr = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
+                    }
+                    out.resize(n1 * sub.len(), 0f32);
+                    t.run(k, &w[..sub.len()], acts, &mut out, sub.len());
+                    for (i1, vals) in out.chunks_exact(sub.len()).enumerate() {
+                        for (i0, &v) in sub.clone().zip(vals) {
+                            // SAFETY: as for the write below.
+                            unsafe {
+                                dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v)
+                            };
+                        }
+                    }
+                }
+                continue;
+            }
             for chunk in (0..n1).step_by(B_CHUNK) {
                 for i0 in rows.clone() {
                     let at = a_off + i0 * a.l.nb[1];
@@ -69,6 +105,29 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
         }
     });
     Ok(())
+}
+
+/// Every activation row (`brow` bytes of the dot partner each, in `acts`)
+/// prepared for the tile kernel `t`.
+fn prepare(ex: &Exec, t: tile::TileKernel, k: usize, acts: &[u8], brow: usize) -> Result<HostBuffer> {
+    let prow = t.prepared_row_size(k).unwrap_or(0);
+    let rows = acts.len().checked_div(brow).unwrap_or(0);
+    let mut out = HostBuffer::zeroed(prow * rows);
+    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let failed = std::sync::Mutex::new(None);
+    ex.for_ranges(rows, k, |range| {
+        for r in range {
+            // SAFETY: row r's `prow` bytes lie in `out` and only this thread writes them.
+            let dst = unsafe { std::slice::from_raw_parts_mut((base + r * prow) as *mut u8, prow) };
+            if let (Err(e), Ok(mut f)) = (t.prepare(&acts[r * brow..(r + 1) * brow], dst), failed.lock()) {
+                f.get_or_insert(e);
+            }
+        }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(out),
+    }
 }
 
 /// `t` itself when its rows are packed whole blocks, else a packed copy in `tmp`.

@@ -1,0 +1,228 @@
+//! Register-tiled `mul_mat` kernels: one call computes the dot products of up
+//! to [`TileKernel::mr`] weight rows with any number of activation rows, so
+//! each weight block is loaded and unpacked once per call instead of once per
+//! output element, and no horizontal sums are needed.
+//!
+//! # How a call works (the SIMD levels)
+//! The weight rows are packed a chunk of blocks at a time: for block `b`, the
+//! `MR` rows' quants are transposed so that each 32-bit lane of a vector holds
+//! four quants of one weight row (`MR = 16` lanes of a 512-bit vector, 8 of a
+//! 256-bit one), as unsigned bytes (Q4_0's nibbles as they are, Q8_0's quants
+//! `+ 128`), with the rows' scales in one f32 vector. Every activation row then
+//! meets the packed chunk: per block, 8 multiply-adds of the packed vectors with
+//! a broadcast group of four activation quants (`vpdpbusd`, or `vpmaddubsw`
+//! on AVX2) give the exact integer dots of all `MR` rows at once, then one
+//! conversion, one multiply (`d_w · d_a`) and one FMA add them to the row's f32
+//! accumulator, whose lanes are the `MR` results. The unsigned bias is undone
+//! through the activation block's precomputed `-off · Σ q_a` (the initial value
+//! of the integer sum), so the integer part is exact for any bytes.
+//!
+//! Activation rows therefore come in a *prepared* form (see
+//! [`TileKernel::prepare`]): per 32-value block, the 32 Q8_0 quants, the scale
+//! as an f32 and that correction as an i32 (40 bytes). It is made once per row
+//! from the [`vec_dot_type`] row that [`quantize_activations`] writes, and
+//! shared by every weight row.
+//!
+//! # Tile shapes
+//! | weight | level | weight rows per call (`mr`) | activation rows per register group |
+//! |---|---|---|---|
+//! | Q4_0, Q8_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest |
+//! | Q4_0, Q8_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 |
+//! | Q4_0 | scalar | 4 | 1 |
+//!
+//! A call may pass fewer weight rows than `mr` (the missing lanes compute on
+//! zeros and are never stored) and any number of activation rows.
+//!
+//! # Results
+//! `out[j * out_stride + i]` is the dot product of weight row `i` with
+//! activation row `j`, as [`dot_fn`] defines it: the per-block integer dots are
+//! exact, each is scaled by `d_w · d_a` and the blocks are summed in order in
+//! f32. The scalar tiles give exactly the bits of [`dot_fn_scalar`]; the SIMD
+//! ones differ only by rounding (the scaling is one FMA per block). Q8_0 quants
+//! of `-128` (never written by ggml's quantizers) are exact on every level but
+//! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
+//!
+//! [`vec_dot_type`]: super::dot::vec_dot_type
+//! [`quantize_activations`]: super::dot::quantize_activations
+//! [`dot_fn`]: super::dot::dot_fn
+//! [`dot_fn_scalar`]: super::dot::dot_fn_scalar
+
+use super::dot::SimdLevel;
+use super::QK;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod scalar;
+
+/// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
+/// correction `-off · Σ q`.
+pub const PREPARED_BLOCK: usize = 40;
+
+/// The unchecked form of a kernel.
+///
+/// # Safety
+/// `nb ≥ 1`; `1 ≤ w.len() ≤ mr` and every weight row holds `nb` blocks; every
+/// activation row holds `nb` prepared blocks; `out` holds
+/// `(a.len() - 1) · out_stride + w.len()` values (when `a` is not empty); the
+/// CPU supports the kernel's level.
+type RawTile = unsafe fn(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize);
+
+/// A register-tiled kernel for one weight type at one SIMD level (see the
+/// module docs). Cheap to copy; look it up once per matmul.
+#[derive(Clone, Copy)]
+pub struct TileKernel {
+    w: DType,
+    level: SimdLevel,
+    mr: usize,
+    raw: RawTile,
+}
+
+impl std::fmt::Debug for TileKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TileKernel").field("w", &self.w).field("level", &self.level).field("mr", &self.mr).finish()
+    }
+}
+
+/// The tile kernel for weights of type `w` at the best level this CPU has
+/// ([`SimdLevel::detect`]), or `None` when `w` has none there (only Q4_0 and
+/// Q8_0 do, and Q8_0 only at the SIMD levels).
+pub fn tile_kernel(w: DType) -> Option<TileKernel> {
+    tile_kernel_for(w, SimdLevel::detect())
+}
+
+/// The tile kernel for weights of type `w` written for `level`; `None` when
+/// the CPU lacks `level` or there is no such kernel.
+pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
+    if !level.is_supported() {
+        return None;
+    }
+    // Q8_0 has no scalar tile: its scalar dot kernel (no unpacking to share) is as fast
+    let (mr, raw): (usize, RawTile) = match (level, w) {
+        (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, scalar::q4_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, avx2::q4_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, avx2::q8_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, avx512::q4_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, avx512::q8_0),
+        _ => return None,
+    };
+    Some(TileKernel { w, level, mr, raw })
+}
+
+/// The bias the kernels for weights `w` add to the weight quants to make them
+/// unsigned (undone through the prepared correction).
+fn weight_offset(w: DType) -> i32 {
+    match w {
+        DType::Q4_0 => 8,
+        _ => 128,
+    }
+}
+
+impl TileKernel {
+    /// The weight type.
+    pub fn weight_type(&self) -> DType {
+        self.w
+    }
+
+    /// The SIMD level the kernel is written for.
+    pub fn level(&self) -> SimdLevel {
+        self.level
+    }
+
+    /// The most weight rows one [`TileKernel::run`] takes.
+    pub fn mr(&self) -> usize {
+        self.mr
+    }
+
+    /// The fewest activation rows from which this kernel beats one
+    /// [`dot_fn`](super::dot::dot_fn) call per element (measured on
+    /// AVX-512 hardware, 4096 × 4096 weights): 1, except 2 at the AVX2 level,
+    /// where packing 8 rows costs about what it saves on a single row.
+    pub fn min_rows(&self) -> usize {
+        if self.level == SimdLevel::Avx2 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Bytes of a prepared activation row of `k` values; `None` when `k` is
+    /// not a whole number of 32-value blocks or the size overflows.
+    pub fn prepared_row_size(&self, k: usize) -> Option<usize> {
+        k.is_multiple_of(QK).then(|| (k / QK).checked_mul(PREPARED_BLOCK)).flatten()
+    }
+
+    /// Prepares one activation row for [`TileKernel::run`]: `a` is a row of
+    /// the weight type's dot partner (Q8_0, as
+    /// [`quantize_activations`](super::dot::quantize_activations) writes it),
+    /// `out` receives [`TileKernel::prepared_row_size`] bytes (the format is
+    /// the same on every level).
+    ///
+    /// Errors with [`Error::Shape`] when `a` is not whole Q8_0 blocks or `out`
+    /// is not the matching size.
+    pub fn prepare(&self, a: &[u8], out: &mut [u8]) -> Result<()> {
+        const OP: &str = "tile::prepare";
+        let bytes = DType::Q8_0.type_size();
+        let nb = a.len() / bytes;
+        if !a.len().is_multiple_of(bytes) || out.len() != nb * PREPARED_BLOCK {
+            return Err(Error::shape(
+                OP,
+                format!("{} Q8_0 bytes and {} prepared bytes do not make whole matching blocks", a.len(), out.len()),
+            ));
+        }
+        let off = weight_offset(self.w);
+        for (blk, dst) in a.chunks_exact(bytes).zip(out.chunks_exact_mut(PREPARED_BLOCK)) {
+            let d = super::f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+            let sum: i32 = blk[2..].iter().map(|&q| i32::from(q as i8)).sum();
+            dst[..QK].copy_from_slice(&blk[2..]);
+            dst[QK..QK + 4].copy_from_slice(&d.to_le_bytes());
+            dst[QK + 4..].copy_from_slice(&(-off * sum).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// `out[j * out_stride + i] = dot(w[i], a[j])` for every weight row
+    /// `w[i]` (a row of `k` values of the weight type) and prepared activation
+    /// row `a[j]` (see [`TileKernel::prepare`]); no other element of `out` is
+    /// written. Takes 1 to [`TileKernel::mr`] weight rows and any number of
+    /// activation rows.
+    ///
+    /// # Panics
+    /// If `k` is not a whole number of 32-value blocks, `w` is empty or longer
+    /// than `mr`, a row is shorter than `k` values, `out_stride < w.len()`
+    /// (with more than one activation row), or `out` is too short.
+    #[track_caller]
+    pub fn run(&self, k: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize) {
+        let nb = k / QK;
+        let wb = self.w.type_size();
+        assert!(k.is_multiple_of(QK), "tile: {k} values are not whole {QK}-value blocks");
+        assert!(!w.is_empty() && w.len() <= self.mr, "tile: {} weight rows, expected 1..={}", w.len(), self.mr);
+        // divisions, so that no length can overflow past the checks
+        assert!(w.iter().all(|r| r.len() / wb >= nb), "tile: a weight row is shorter than {k} values");
+        assert!(a.iter().all(|r| r.len() / PREPARED_BLOCK >= nb), "tile: an activation row is shorter than {k} values");
+        if let Some(last) = a.len().checked_sub(1) {
+            assert!(last == 0 || out_stride >= w.len(), "tile: out_stride {out_stride} < {} weight rows", w.len());
+            let need = last.checked_mul(out_stride).and_then(|v| v.checked_add(w.len()));
+            assert!(need.is_some_and(|n| n <= out.len()), "tile: out holds {} values, too few", out.len());
+        }
+        if a.is_empty() {
+            return;
+        }
+        if nb == 0 {
+            for j in 0..a.len() {
+                out[j * out_stride..j * out_stride + w.len()].fill(0.0);
+            }
+            return;
+        }
+        // SAFETY: the checks above are the contract of `RawTile`; the kernel was
+        // only built (`tile_kernel_for`) when the CPU supports its level.
+        unsafe { (self.raw)(nb, w, a, out, out_stride) }
+    }
+}
