@@ -547,3 +547,18 @@ fn q8_0_minus_128_is_exact_where_documented() {
         }
     }
 }
+
+/// Activations with NaN or infinities never panic the conversion (the block
+/// becomes NaN garbage, as in ggml).
+#[test]
+fn non_finite_activations_do_not_panic() {
+    for wt in [DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::F16] {
+        let pt = vec_dot_type(wt);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut x = vec![0.5f32; 256];
+            x[17] = bad;
+            let mut out = vec![0u8; pt.row_size(256).unwrap()];
+            quantize_activations(wt, &x, &mut out).unwrap();
+        }
+    }
+}
