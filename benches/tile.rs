@@ -1,10 +1,11 @@
 //! One thread, `k = 4096`: 64 weight rows (in L2) against `n` activation
 //! rows, by the per-element dot kernel (`quant::dot::dot_fn`) and by the tile
-//! kernel (`quant::tile`, 16 weight rows per call, every activation row), at
-//! each SIMD level this CPU has. Throughput in multiply-adds (elements = k·m·n).
+//! kernel (`quant::tile`, `mr` weight rows per call, every activation row), at
+//! each level this CPU has (Q4_0, Q8_0, Q4_K). Throughput in multiply-adds
+//! (elements = k·m·n).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rgml::quant::dot::{dot_fn_for, quantize_activations, SimdLevel};
+use rgml::quant::dot::{dot_fn_for, quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::tile::tile_kernel_for;
 use rgml::{quant, DType};
 
@@ -16,7 +17,7 @@ fn vals(n: usize, seed: u32) -> Vec<f32> {
 }
 
 fn tiles(c: &mut Criterion) {
-    for w in [DType::Q4_0, DType::Q8_0] {
+    for w in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
         let wrow = w.row_size(K as i64).unwrap();
         let mut wq = vec![0u8; wrow * M];
         for (src, dst) in vals(K * M, 1).chunks(K).zip(wq.chunks_mut(wrow)) {
@@ -24,7 +25,7 @@ fn tiles(c: &mut Criterion) {
         }
         let wrows: Vec<&[u8]> = wq.chunks(wrow).collect();
         for n in [1, 4, 16, 128] {
-            let arow = DType::Q8_0.row_size(K as i64).unwrap();
+            let arow = vec_dot_type(w).row_size(K as i64).unwrap();
             let mut aq = vec![0u8; arow * n];
             for (src, dst) in vals(K * n, 2).chunks(K).zip(aq.chunks_mut(arow)) {
                 quantize_activations(w, src, dst).unwrap();

@@ -1,6 +1,7 @@
 //! The register-tiled kernels of `rgml::quant::tile`:
 //! - every level this CPU supports against `quant::dot::dot_fn_scalar`, per
-//!   element, at odd sizes (k = 32, 96, 4128; weight rows 1..=mr; activation
+//!   element, at odd sizes (k = 1, 3 and 129 blocks, i.e. 32, 96, 4128 for
+//!   Q4_0/Q8_0 and 256, 768, 4352 for Q4_K; weight rows 1..=mr; activation
 //!   rows 0..=19 and 37), on realistic, random-byte and extreme rows, with
 //!   unaligned slices and an output stride wider than the tile; the scalar
 //!   tiles bit for bit;
@@ -11,15 +12,16 @@
 //!   `dot_fn_scalar` on `quantize_activations` output.
 //!
 //! Tolerance: `|got - want| ≤ 1e-5 · Σ|terms|`, `Σ|terms|` the f64 sum of
-//! `|d_w·q_w| · |d_a·q_a|`: the integer parts are exact, only the f32 scaling
-//! and summing of the blocks may round differently.
+//! `(|d_w·q_w| + |min|) · |d_a·q_a|` (Q4_K's `min = dmin·m` is subtracted
+//! separately): the integer parts are exact, only the f32 scaling and summing
+//! of the blocks may round differently.
 
 use rgml::quant::dot::{dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
-use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel, PREPARED_BLOCK};
+use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 2] = [DType::Q4_0, DType::Q8_0];
+const TYPES: [DType; 3] = [DType::Q4_0, DType::Q8_0, DType::Q4_K];
 const REL_TOL: f64 = 1e-5;
 
 /// xorshift64*.
@@ -50,31 +52,77 @@ enum Kind {
     Extreme,
 }
 
-/// Overwrites the quants of every block (`bytes` per block, quants after the
-/// 2-byte f16 scale) per `kind`; `no_min` keeps Q8 quants off `-128`.
-fn mangle(row: &mut [u8], bytes: usize, kind: Kind, no_min: bool, rng: &mut Rng) {
-    for blk in row.chunks_exact_mut(bytes) {
+/// `(scale fields, quant bytes)` of a block of type `t`: the byte ranges.
+fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    match t {
+        DType::Q4_0 => (0..2, 2..18),
+        DType::Q8_0 => (0..2, 2..34),
+        DType::Q4_K => (0..16, 16..144),
+        DType::Q8_K => (0..4, 4..260),
+        _ => unreachable!("{t}"),
+    }
+}
+
+/// An f16's little-endian bytes.
+fn f16_bytes(x: f32) -> [u8; 2] {
+    half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+/// Overwrites the scales and quants of every block of a row of `t` per
+/// `kind` (Q8_K's `bsums` kept consistent); `no_min` keeps Q8_0 quants off `-128`.
+fn mangle(t: DType, row: &mut [u8], kind: Kind, no_min: bool, rng: &mut Rng) {
+    let (sr, qr) = fields(t);
+    for blk in row.chunks_exact_mut(t.type_size()) {
+        let ext = rng.u64() & 1 == 0;
         match kind {
             Kind::Realistic => return,
             Kind::RandomBytes => {
-                let d = half::f16::from_f32(rng.f32() * 4.0).to_bits();
-                blk[..2].copy_from_slice(&d.to_le_bytes());
-                blk[2..].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                for q in &mut blk[qr.clone()] {
+                    *q = rng.u64() as u8;
+                }
+                match t {
+                    DType::Q8_K => blk[..4].copy_from_slice(&(rng.f32() * 0.1).to_le_bytes()),
+                    DType::Q4_K => {
+                        blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
+                        blk[2..4].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
+                        blk[4..16].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                    }
+                    _ => blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0)),
+                }
             }
             Kind::Extreme => {
-                let d = half::f16::from_f32(if rng.u64() & 1 == 0 { 60000.0 } else { -3.0e4 }).to_bits();
-                blk[..2].copy_from_slice(&d.to_le_bytes());
-                let ext = if rng.u64() & 1 == 0 { 0x80 } else { 0x7f };
-                blk[2..].iter_mut().for_each(|q| *q = if bytes == 18 { 0xff * (ext >> 7) } else { ext });
+                let q = match t {
+                    DType::Q4_0 | DType::Q4_K => 0xff * u8::from(ext),
+                    _ if ext => 0x80,
+                    _ => 0x7f,
+                };
+                blk[qr.clone()].iter_mut().for_each(|v| *v = q);
+                if t == DType::Q8_K {
+                    blk[..4].copy_from_slice(&1e3f32.to_le_bytes());
+                } else {
+                    let d = f16_bytes(if ext { 60000.0 } else { -3.0e4 });
+                    for c in blk[sr.clone()].chunks_exact_mut(2).take(2) {
+                        c.copy_from_slice(&d);
+                    }
+                    if t == DType::Q4_K {
+                        blk[4..16].iter_mut().for_each(|v| *v = 0xff);
+                    }
+                }
             }
         }
-        if no_min && bytes == 34 {
-            blk[2..].iter_mut().for_each(|q| *q = if *q == 0x80 { 0x81 } else { *q });
+        if no_min && t == DType::Q8_0 {
+            blk[qr.clone()].iter_mut().for_each(|q| *q = if *q == 0x80 { 0x81 } else { *q });
+        }
+        if t == DType::Q8_K {
+            for g in 0..16 {
+                let s: i32 = blk[4 + 16 * g..20 + 16 * g].iter().map(|&q| i32::from(q as i8)).sum();
+                blk[260 + 2 * g..262 + 2 * g].copy_from_slice(&(s as i16).to_le_bytes());
+            }
         }
     }
 }
 
-/// `m` weight rows and `n` activation rows (Q8_0 bytes) of `k` values.
+/// `m` weight rows and `n` activation rows (the partner type's bytes) of `k` values.
 fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: u64) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut rng = Rng(seed);
     let pt = vec_dot_type(w);
@@ -82,7 +130,7 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
         .map(|_| {
             let mut q = vec![0u8; w.row_size(k as i64).unwrap()];
             quantize_row(w, &rng.vals(k), &mut q).unwrap();
-            mangle(&mut q, w.type_size(), kind, no_min, &mut rng);
+            mangle(w, &mut q, kind, no_min, &mut rng);
             q
         })
         .collect();
@@ -90,19 +138,44 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
         .map(|_| {
             let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
             quantize_activations(w, &rng.vals(k), &mut q).unwrap();
-            mangle(&mut q, pt.type_size(), kind, no_min, &mut rng);
+            mangle(pt, &mut q, kind, no_min, &mut rng);
             q
         })
         .collect();
     (wr, ar)
 }
 
-/// `Σ|d_w·q_w| · |d_a·q_a|` of one pair of rows.
+/// Per value of a weight row, `|scaled quant| + |min term|`.
+fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
+    if w != DType::Q4_K {
+        let mut x = vec![0f32; k];
+        dequantize_row(w, row, &mut x).unwrap();
+        return x.iter().map(|v| v.abs() as f64).collect();
+    }
+    let f16 = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64();
+    let mut out = Vec::with_capacity(k);
+    for blk in row.chunks_exact(144) {
+        let (d, dmin, sc) = (f16(blk), f16(&blk[2..]), &blk[4..16]);
+        for v in 0..256 {
+            let g = v / 32;
+            // ggml's get_scale_min_k4
+            let (s, m) = if g < 4 {
+                (sc[g] & 63, sc[g + 4] & 63)
+            } else {
+                ((sc[g + 4] & 0x0f) | ((sc[g - 4] >> 6) << 4), (sc[g + 4] >> 4) | ((sc[g] >> 6) << 4))
+            };
+            let q = (blk[16 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f;
+            out.push((d * f64::from(s) * f64::from(q)).abs() + (dmin * f64::from(m)).abs());
+        }
+    }
+    out
+}
+
+/// `Σ (|d_w·q_w| + |min|) · |d_a·q_a|` of one pair of rows.
 fn magnitude(w: DType, k: usize, wr: &[u8], ar: &[u8]) -> f64 {
-    let (mut x, mut y) = (vec![0f32; k], vec![0f32; k]);
-    dequantize_row(w, wr, &mut x).unwrap();
+    let mut y = vec![0f32; k];
     dequantize_row(vec_dot_type(w), ar, &mut y).unwrap();
-    x.iter().zip(&y).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum()
+    weight_terms(w, k, wr).iter().zip(&y).map(|(a, b)| a * (*b as f64).abs()).sum()
 }
 
 /// A copy of `v` starting one byte past an aligned address, to catch aligned-load assumptions.
@@ -170,7 +243,8 @@ fn every_level_matches_the_scalar_dot_at_odd_sizes() {
     }
     let mut seed = 1;
     for t in &ks {
-        for k in [32, 96, 4096 + 32] {
+        let bs = t.weight_type().block_size();
+        for k in [bs, 3 * bs, 4096 + bs] {
             for m in (1..=t.mr()).filter(|&m| k < 4096 || m == 1 || m == t.mr() || m == t.mr() - 1) {
                 for n in [0, 1, 2, 3, 5, 8, 9, 13, 19, 37] {
                     if k > 4096 && ![1, 9, 37].contains(&n) {
@@ -191,7 +265,8 @@ fn random_bytes_and_extremes() {
         // AVX2's Q8_0 products share the dot kernels' -128 caveat
         let no_min = t.level() == SimdLevel::Avx2;
         for (s, kind) in [Kind::RandomBytes, Kind::Extreme].into_iter().enumerate() {
-            for &(k, m, n) in &[(32, t.mr(), 11), (256, t.mr() - 1, 20), (1024 + 64, 3, 9)] {
+            let bs = t.weight_type().block_size();
+            for &(k, m, n) in &[(bs, t.mr(), 11), (8 * bs, t.mr() - 1, 20), (1024 + 2 * bs, 3, 9)] {
                 let (wr, ar) = rows(t.weight_type(), k, m, n, kind, no_min, 100 + s as u64 + k as u64);
                 check(t, k, &wr, &ar, 1);
             }
@@ -211,7 +286,7 @@ fn the_best_kernel_is_the_detected_level() {
         assert!(t.min_rows() >= 1 && t.mr() >= 1);
     }
     assert!(tile_kernel_for(DType::Q8_0, SimdLevel::Scalar).is_none());
-    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K, DType::Q8_1] {
+    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q5_K, DType::Q6_K, DType::Q8_1] {
         assert!(tile_kernel(w).is_none(), "{w}");
     }
 }
@@ -223,48 +298,56 @@ fn zero_length_rows_give_zeros_and_no_rows_write_nothing() {
         t.run(0, &[&[]], &[&[], &[]], &mut out, 3);
         assert_eq!(out, [0.0, 7.0, 7.0, 0.0, 7.0, 7.0]);
         let w = vec![0u8; t.weight_type().type_size()];
-        t.run(32, &[&w], &[], &mut [], 1);
+        t.run(t.weight_type().block_size(), &[&w], &[], &mut [], 1);
     }
 }
 
 #[test]
 fn prepare_checks_lengths() {
-    let t = tile_kernel(DType::Q4_0).unwrap();
-    assert_eq!(t.prepared_row_size(64), Some(2 * PREPARED_BLOCK));
+    let t = tile_kernel_for(DType::Q4_0, SimdLevel::Scalar).unwrap();
+    assert_eq!(t.prepared_row_size(64), Some(80));
     assert_eq!(t.prepared_row_size(65), None);
     let a = vec![0u8; 68];
     assert!(t.prepare(&a, &mut [0u8; 80]).is_ok());
     assert!(t.prepare(&a, &mut [0u8; 81]).is_err());
     assert!(t.prepare(&a[..67], &mut [0u8; 80]).is_err());
-}
-
-/// Calls `run` with one of its arguments wrong, expecting a panic.
-fn expect_panic(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) {
-    assert!(std::panic::catch_unwind(f).is_err(), "no panic for {what}");
+    let t = tile_kernel_for(DType::Q4_K, SimdLevel::Scalar).unwrap();
+    assert_eq!(t.prepared_row_size(512), Some(584));
+    assert_eq!(t.prepared_row_size(64), None);
+    let a = vec![3u8; 584];
+    let mut out = vec![0u8; 584];
+    assert!(t.prepare(&a, &mut out).is_ok());
+    assert_eq!(out, a, "Q4_K's prepared rows are the Q8_K rows");
+    assert!(t.prepare(&a, &mut out[1..]).is_err());
+    assert!(t.prepare(&a[1..], &mut out[1..]).is_err());
 }
 
 #[test]
 fn run_checks_lengths() {
     for t in kernels() {
         let w = t.weight_type();
-        let wr = vec![0u8; w.row_size(64).unwrap()];
-        let ar = vec![0u8; 2 * PREPARED_BLOCK];
+        let k = 2 * w.block_size();
+        let wr = vec![0u8; w.row_size(k as i64).unwrap()];
+        let ar = vec![0u8; t.prepared_row_size(k).unwrap()];
         let mr = t.mr();
-        expect_panic("k not whole blocks", move || t.run(48, &[&wr], &[&ar], &mut [0.0], 1));
-        let (wr, ar) = (vec![0u8; w.row_size(64).unwrap()], vec![0u8; 2 * PREPARED_BLOCK]);
-        expect_panic("short weight row", move || t.run(64, &[&wr[1..]], &[&ar], &mut [0.0], 1));
-        let (wr, ar) = (vec![0u8; w.row_size(64).unwrap()], vec![0u8; 2 * PREPARED_BLOCK]);
-        expect_panic("short activation row", move || t.run(64, &[&wr], &[&ar[1..]], &mut [0.0], 1));
-        let (wr, ar) = (vec![0u8; w.row_size(64).unwrap()], vec![0u8; 2 * PREPARED_BLOCK]);
-        expect_panic("short out", move || t.run(64, &[&wr, &wr], &[&ar, &ar], &mut [0.0; 3], 2));
-        let (wr, ar) = (vec![0u8; w.row_size(64).unwrap()], vec![0u8; 2 * PREPARED_BLOCK]);
-        expect_panic("stride below rows", move || t.run(64, &[&wr, &wr], &[&ar, &ar], &mut [0.0; 8], 1));
-        let (wr, ar) = (vec![0u8; w.row_size(64).unwrap()], vec![0u8; 2 * PREPARED_BLOCK]);
-        let many: Vec<&[u8]> = vec![&wr; mr + 1];
-        let r = std::panic::catch_unwind(|| t.run(64, &many, &[&ar], &mut vec![0.0; mr + 1], mr + 1));
-        assert!(r.is_err(), "no panic for too many weight rows");
-        let r = std::panic::catch_unwind(|| t.run(64, &[], &[&ar], &mut [0.0; 1], 1));
-        assert!(r.is_err(), "no panic for no weight rows");
+        let (wr, ar) = (&wr[..], &ar[..]);
+        let many = vec![wr; mr + 1];
+        type Case<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let cases: [Case; 7] = [
+            ("k not whole blocks", Box::new(|| t.run(k - 16, &[wr], &[ar], &mut [0.0], 1))),
+            ("short weight row", Box::new(|| t.run(k, &[&wr[1..]], &[ar], &mut [0.0], 1))),
+            ("short activation row", Box::new(|| t.run(k, &[wr], &[&ar[1..]], &mut [0.0], 1))),
+            ("short out", Box::new(|| t.run(k, &[wr, wr], &[ar, ar], &mut [0.0; 3], 2))),
+            ("stride below rows", Box::new(|| t.run(k, &[wr, wr], &[ar, ar], &mut [0.0; 8], 1))),
+            ("too many weight rows", Box::new(|| t.run(k, &many, &[ar], &mut vec![0.0; mr + 1], mr + 1))),
+            ("no weight rows", Box::new(|| t.run(k, &[], &[ar], &mut [0.0; 1], 1))),
+        ];
+        for (what, f) in cases {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            assert!(r.is_err(), "{t:?}: no panic for {what}");
+        }
+        // the same arguments, right, run
+        t.run(k, &[wr, wr], &[ar, ar], &mut [0.0; 4], 2);
     }
 }
 
@@ -307,9 +390,10 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
 
 #[test]
 fn mul_mat_at_sizes_that_do_not_fill_tiles() {
+    check_mul_mat(DType::Q4_0, 4096 + 32, 20, 5, 1, 2);
     for w in TYPES {
-        for &(k, m, n, batch) in &[(32, 1, 1, 1), (96, 37, 13, 1), (64, 17, 131, 1), (160, 33, 9, 2), (4128, 20, 5, 1)]
-        {
+        let bs = w.block_size();
+        for &(k, m, n, batch) in &[(bs, 1, 1, 1), (3 * bs, 37, 13, 1), (2 * bs, 17, 131, 1), (5 * bs, 33, 9, 2)] {
             for threads in [1, 2] {
                 check_mul_mat(w, k, m, n, batch, threads);
             }

@@ -23,22 +23,35 @@
 //! from the [`vec_dot_type`] row that [`quantize_activations`] writes, and
 //! shared by every weight row.
 //!
-//! # Tile shapes
-//! | weight | level | weight rows per call (`mr`) | activation rows per register group |
-//! |---|---|---|---|
-//! | Q4_0, Q8_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest |
-//! | Q4_0, Q8_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 |
-//! | Q4_0 | scalar | 4 | 1 |
+//! Q4_K (with Q8_K activations, whose rows are their own prepared form) packs
+//! each 256-value super-block the same way, 8 groups of 32 nibbles, plus its
+//! sub-block scales and mins decoded into i32 lanes: per group, 8 `vpdpbusd`
+//! (or `vpmaddubsw` summed in i16) give the exact dot, which is scaled by the
+//! 6-bit scale in integers (`vpmulld`, or `vpmaddwd`); the mins meet Q8_K's
+//! `bsums` through `vpdpwssd`/`vpmaddwd`; per super-block,
+//! `acc + d·d_a·isum - dmin·d_a·mins` in f32 as in the dot kernels.
 //!
-//! A call may pass fewer weight rows than `mr` (the missing lanes compute on
-//! zeros and are never stored) and any number of activation rows.
+//! # Tile shapes
+//! | weight | level | weight rows per call (`mr`) | activation rows per register group | `min_rows` |
+//! |---|---|---|---|---|
+//! | Q4_0, Q8_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
+//! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
+//! | Q4_0, Q8_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 2 |
+//! | Q4_K | AVX2 | 8 | 4, then 2/1 | 3 |
+//! | Q4_0, Q4_K | scalar | 4 | 1 | 1, 2 |
+//!
+//! A call may pass fewer weight rows than `mr` (the missing lanes repeat row 0
+//! and are never stored) and any number of activation rows. Packing a block
+//! of `mr` rows costs about as much as a few per-row dot products, so a tile
+//! only pays from [`TileKernel::min_rows`] activation rows (measured on an
+//! AVX-512 VNNI Xeon, 4096 × 4096 weights, against [`dot_fn`] at the same level).
 //!
 //! # Results
 //! `out[j * out_stride + i]` is the dot product of weight row `i` with
 //! activation row `j`, as [`dot_fn`] defines it: the per-block integer dots are
 //! exact, each is scaled by `d_w · d_a` and the blocks are summed in order in
 //! f32. The scalar tiles give exactly the bits of [`dot_fn_scalar`]; the SIMD
-//! ones differ only by rounding (the scaling is one FMA per block). Q8_0 quants
+//! ones differ only by rounding (the scaling is FMA). Q8_0 quants
 //! of `-128` (never written by ggml's quantizers) are exact on every level but
 //! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
 //!
@@ -48,7 +61,7 @@
 //! [`dot_fn_scalar`]: super::dot::dot_fn_scalar
 
 use super::dot::SimdLevel;
-use super::QK;
+use super::{QK, QK_K};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -78,6 +91,7 @@ pub struct TileKernel {
     w: DType,
     level: SimdLevel,
     mr: usize,
+    min_rows: usize,
     raw: RawTile,
 }
 
@@ -88,8 +102,8 @@ impl std::fmt::Debug for TileKernel {
 }
 
 /// The tile kernel for weights of type `w` at the best level this CPU has
-/// ([`SimdLevel::detect`]), or `None` when `w` has none there (only Q4_0 and
-/// Q8_0 do, and Q8_0 only at the SIMD levels).
+/// ([`SimdLevel::detect`]), or `None` when `w` has none there (Q4_0 and Q4_K
+/// have one on every level, Q8_0 on the SIMD levels).
 pub fn tile_kernel(w: DType) -> Option<TileKernel> {
     tile_kernel_for(w, SimdLevel::detect())
 }
@@ -100,20 +114,36 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     if !level.is_supported() {
         return None;
     }
+    // (weight rows per call, fewest activation rows worth a call, kernel); the
+    // thresholds are measured against `dot_fn` on AVX-512 hardware (4096 × 4096).
     // Q8_0 has no scalar tile: its scalar dot kernel (no unpacking to share) is as fast
-    let (mr, raw): (usize, RawTile) = match (level, w) {
-        (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, scalar::q4_0),
+    let (mr, min_rows, raw): (usize, usize, RawTile) = match (level, w) {
+        (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, 1, scalar::q4_0),
+        (SimdLevel::Scalar, DType::Q4_K) => (scalar::MR, 2, scalar::q4_k),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, avx2::q4_0),
+        (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, 2, avx2::q4_0),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, avx2::q8_0),
+        (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, 2, avx2::q8_0),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, avx512::q4_0),
+        (SimdLevel::Avx2, DType::Q4_K) => (avx2::MR, 3, avx2::q4_k),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, avx512::q8_0),
+        (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, 1, avx512::q4_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 2, avx512::q4_k),
         _ => return None,
     };
-    Some(TileKernel { w, level, mr, raw })
+    Some(TileKernel { w, level, mr, min_rows, raw })
+}
+
+/// Values per block of the weight type `w` and bytes per prepared activation
+/// block: 32 and [`PREPARED_BLOCK`], or for Q4_K 256 and a Q8_K block.
+fn format(w: DType) -> (usize, usize) {
+    match w {
+        DType::Q4_K => (QK_K, DType::Q8_K.type_size()),
+        _ => (QK, PREPARED_BLOCK),
+    }
 }
 
 /// The bias the kernels for weights `w` add to the weight quants to make them
@@ -142,33 +172,45 @@ impl TileKernel {
     }
 
     /// The fewest activation rows from which this kernel beats one
-    /// [`dot_fn`](super::dot::dot_fn) call per element (measured on
-    /// AVX-512 hardware, 4096 × 4096 weights): 1, except 2 at the AVX2 level,
-    /// where packing 8 rows costs about what it saves on a single row.
+    /// [`dot_fn`](super::dot::dot_fn) call per element (measured on AVX-512
+    /// hardware, 4096 × 4096 weights; see the module docs): below it, packing
+    /// the weight rows costs more than it saves.
     pub fn min_rows(&self) -> usize {
-        if self.level == SimdLevel::Avx2 {
-            2
-        } else {
-            1
-        }
+        self.min_rows
     }
 
     /// Bytes of a prepared activation row of `k` values; `None` when `k` is
-    /// not a whole number of 32-value blocks or the size overflows.
+    /// not a whole number of blocks (32 values, 256 for Q4_K) or the size overflows.
     pub fn prepared_row_size(&self, k: usize) -> Option<usize> {
-        k.is_multiple_of(QK).then(|| (k / QK).checked_mul(PREPARED_BLOCK)).flatten()
+        let (bs, pb) = format(self.w);
+        k.is_multiple_of(bs).then(|| (k / bs).checked_mul(pb)).flatten()
     }
 
     /// Prepares one activation row for [`TileKernel::run`]: `a` is a row of
-    /// the weight type's dot partner (Q8_0, as
+    /// the weight type's dot partner (Q8_0, or Q8_K for Q4_K, as
     /// [`quantize_activations`](super::dot::quantize_activations) writes it),
     /// `out` receives [`TileKernel::prepared_row_size`] bytes (the format is
-    /// the same on every level).
+    /// the same on every level; for Q4_K it is the Q8_K row itself).
     ///
-    /// Errors with [`Error::Shape`] when `a` is not whole Q8_0 blocks or `out`
-    /// is not the matching size.
+    /// Errors with [`Error::Shape`] when `a` is not whole blocks of the
+    /// partner or `out` is not the matching size.
     pub fn prepare(&self, a: &[u8], out: &mut [u8]) -> Result<()> {
         const OP: &str = "tile::prepare";
+        if self.w == DType::Q4_K {
+            let bytes = DType::Q8_K.type_size();
+            if !a.len().is_multiple_of(bytes) || out.len() != a.len() {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "{} Q8_K bytes and {} prepared bytes do not make whole matching blocks",
+                        a.len(),
+                        out.len()
+                    ),
+                ));
+            }
+            out.copy_from_slice(a);
+            return Ok(());
+        }
         let bytes = DType::Q8_0.type_size();
         let nb = a.len() / bytes;
         if !a.len().is_multiple_of(bytes) || out.len() != nb * PREPARED_BLOCK {
@@ -195,18 +237,19 @@ impl TileKernel {
     /// activation rows.
     ///
     /// # Panics
-    /// If `k` is not a whole number of 32-value blocks, `w` is empty or longer
+    /// If `k` is not a whole number of blocks, `w` is empty or longer
     /// than `mr`, a row is shorter than `k` values, `out_stride < w.len()`
     /// (with more than one activation row), or `out` is too short.
     #[track_caller]
     pub fn run(&self, k: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize) {
-        let nb = k / QK;
+        let (bs, pb) = format(self.w);
+        let nb = k / bs;
         let wb = self.w.type_size();
-        assert!(k.is_multiple_of(QK), "tile: {k} values are not whole {QK}-value blocks");
+        assert!(k.is_multiple_of(bs), "tile: {k} values are not whole {bs}-value blocks");
         assert!(!w.is_empty() && w.len() <= self.mr, "tile: {} weight rows, expected 1..={}", w.len(), self.mr);
         // divisions, so that no length can overflow past the checks
         assert!(w.iter().all(|r| r.len() / wb >= nb), "tile: a weight row is shorter than {k} values");
-        assert!(a.iter().all(|r| r.len() / PREPARED_BLOCK >= nb), "tile: an activation row is shorter than {k} values");
+        assert!(a.iter().all(|r| r.len() / pb >= nb), "tile: an activation row is shorter than {k} values");
         if let Some(last) = a.len().checked_sub(1) {
             assert!(last == 0 || out_stride >= w.len(), "tile: out_stride {out_stride} < {} weight rows", w.len());
             let need = last.checked_mul(out_stride).and_then(|v| v.checked_add(w.len()));

@@ -8,6 +8,9 @@
 //! - Q8_0: `|q_w|` times the activation quants with the weight's sign (the
 //!   dot kernels' `vpsignb` trick, with their `-128` caveat), widened per group.
 
+// index loops read best over the lanes and vectors of a block
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 use super::PREPARED_BLOCK as PB;
@@ -105,7 +108,30 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
     out
 }
 
-/// Block `b` of 8 Q8_0 rows: an 8 × 8 dword transpose, as `|q|` (0..8) and `q` (8..16).
+/// The 32 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane
+/// `r` of vector `e` holds bytes `4e..4e + 4` of row `r`.
+///
+/// # Safety
+/// `p[r] + off .. + 32` must be readable for every row; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m256i; 8] {
+    let (mut zl, mut zh) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+    for g in 0..4 {
+        zl[g] = _mm256_loadu_si256(p[g].add(off).cast());
+        zh[g] = _mm256_loadu_si256(p[g + 4].add(off).cast());
+    }
+    // lane 0 of lo[e] holds dword e of rows 0..4, lane 1 dword 4 + e; hi[e] rows 4..8
+    let (lo, hi) = (transpose4(zl), transpose4(zh));
+    let mut out = [_mm256_setzero_si256(); 8];
+    for e in 0..4 {
+        out[e] = _mm256_permute2x128_si256::<0x20>(lo[e], hi[e]);
+        out[4 + e] = _mm256_permute2x128_si256::<0x31>(lo[e], hi[e]);
+    }
+    out
+}
+
+/// Block `b` of 8 Q8_0 rows, transposed ([`transpose32`]), as `|q|` (0..8) and `q` (8..16).
 ///
 /// # Safety
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
@@ -113,20 +139,11 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
     let (p, off) = (&rows.ptr, b * rows.wb);
-    let (mut zl, mut zh) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
-    for g in 0..4 {
-        zl[g] = _mm256_loadu_si256(p[g].add(off + 2).cast());
-        zh[g] = _mm256_loadu_si256(p[g + 4].add(off + 2).cast());
-    }
-    // lane 0 of lo[e] holds dword e of rows 0..4, lane 1 dword 4 + e; hi[e] rows 4..8
-    let (lo, hi) = (transpose4(zl), transpose4(zh));
+    let t = transpose32(p, off + 2);
     let mut out = [_mm256_setzero_si256(); 17];
-    for e in 0..4 {
-        out[8 + e] = _mm256_permute2x128_si256::<0x20>(lo[e], hi[e]);
-        out[12 + e] = _mm256_permute2x128_si256::<0x31>(lo[e], hi[e]);
-    }
-    for t in 0..8 {
-        out[t] = _mm256_sign_epi8(out[8 + t], out[8 + t]);
+    for e in 0..8 {
+        out[e] = _mm256_sign_epi8(t[e], t[e]);
+        out[8 + e] = t[e];
     }
     out[16] = scales(p, off);
     out
@@ -170,8 +187,8 @@ unsafe fn group<const Q8: bool, const N: usize>(
                 s
             } else {
                 let mut s16 = _mm256_maddubs_epi16(w[0], bcast(p));
-                for (t, wt) in w.iter().enumerate().take(8).skip(1) {
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(*wt, bcast(p.add(4 * t))));
+                for t in 1..8 {
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[t], bcast(p.add(4 * t))));
                 }
                 // plus the correction -8 · Σ q_a for the unsigned nibbles
                 _mm256_add_epi32(_mm256_madd_epi16(s16, ones), bcast(p.add(36)))
@@ -251,4 +268,180 @@ pub(super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], 
 /// The contract of `super::RawTile`, at this level.
 pub(super) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile::<true>(nb, w, a, out, stride)
+}
+
+/// Super-blocks per packed Q4_K chunk.
+const KC_K: usize = 4;
+/// Activation rows per register group for Q4_K.
+const NR_K: usize = 4;
+
+/// One packed Q4_K super-block of 8 rows: the nibbles of group `g` (32 values)
+/// as 8 vectors like a Q4_0 block, the 6-bit scales and the mins twice per
+/// lane (two i16, for `vpmaddwd`), and `d`, `dmin` as f32.
+#[derive(Clone, Copy)]
+struct PackedK {
+    q: [[__m256i; 8]; 8],
+    sc: [__m256i; 8],
+    mins: [__m256i; 8],
+    d: __m256,
+    dmin: __m256,
+}
+
+/// A `vpshufb` index moving byte `j` of each dword to its first and third
+/// bytes (two i16 lanes), zeroing the rest.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn byte_picker(j: usize) -> __m256i {
+    let mut idx = [-128i8; 16];
+    for q in 0..4 {
+        idx[4 * q] = (4 * q + j) as i8;
+        idx[4 * q + 2] = (4 * q + j) as i8;
+    }
+    // SAFETY: `idx` is 16 bytes
+    _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(idx.as_ptr().cast()) })
+}
+
+/// Super-block `b` of 8 Q4_K rows.
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_q4_k(rows: &Rows, b: usize) -> PackedK {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut out = PackedK {
+        q: [[_mm256_setzero_si256(); 8]; 8],
+        sc: [_mm256_setzero_si256(); 8],
+        mins: [_mm256_setzero_si256(); 8],
+        d: _mm256_castsi256_ps(scales(p, off)),
+        dmin: _mm256_castsi256_ps(scales(p, off + 2)),
+    };
+    // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
+    for c in 0..4 {
+        let t = transpose32(p, off + 16 + 32 * c);
+        for e in 0..8 {
+            out.q[2 * c][e] = _mm256_and_si256(t[e], m4);
+            out.q[2 * c + 1][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(t[e]), m4);
+        }
+    }
+    // the 12 scale bytes of each row, transposed by dwords; then ggml's
+    // get_scale_min_k4 on every lane at once
+    let mut z = [_mm256_setzero_si256(); 4];
+    for g in 0..4 {
+        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
+    }
+    let h = transpose4(z);
+    let (low6, low4, top2) = (_mm256_set1_epi8(0x3f), _mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    let top = |v: __m256i| _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(v), top2));
+    let sc = [_mm256_and_si256(h[1], low6), _mm256_or_si256(_mm256_and_si256(h[3], low4), top(h[1]))];
+    let mn = [
+        _mm256_and_si256(h[2], low6),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32::<4>(h[3]), low4), top(h[2])),
+    ];
+    for g in 0..8 {
+        // both as two i16 per lane, for vpmaddwd
+        let pick = byte_picker(g % 4);
+        out.sc[g] = _mm256_shuffle_epi8(sc[g / 4], pick);
+        out.mins[g] = _mm256_shuffle_epi8(mn[g / 4], pick);
+    }
+    out
+}
+
+/// [`group`] for Q4_K: per group of 32, the nibble products add up in i16
+/// (at most `16·15·128`), then `vpmaddwd` with the scale widens them; the mins
+/// go against Q8_K's `bsums`; `acc + d·d_a·isum - dmin·d_a·mins`.
+///
+/// # Safety
+/// `a[j]` must point at `pk.len()` Q8_K blocks; `m` values at `o[j]` must be
+/// writable (and readable unless `first`); the CPU must have AVX2+FMA.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_k<const N: usize>(pk: &[PackedK], a: [*const u8; N], o: [*mut f32; N], m: usize, first: bool) {
+    const QB: usize = 292;
+    let mut acc = [_mm256_setzero_ps(); N];
+    if !first {
+        for j in 0..N {
+            let mut v = [0f32; MR];
+            std::ptr::copy_nonoverlapping(o[j], v.as_mut_ptr(), m);
+            acc[j] = _mm256_loadu_ps(v.as_ptr());
+        }
+    }
+    for (bi, w) in pk.iter().enumerate() {
+        let mut isum = [_mm256_setzero_si256(); N];
+        for g in 0..8 {
+            for j in 0..N {
+                let p = a[j].add(bi * QB + 4 + 32 * g);
+                let mut s16 = _mm256_maddubs_epi16(w.q[g][0], bcast(p));
+                for e in 1..8 {
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w.q[g][e], bcast(p.add(4 * e))));
+                }
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, w.sc[g]));
+            }
+        }
+        for j in 0..N {
+            let p = a[j].add(bi * QB);
+            let mut mins = _mm256_setzero_si256();
+            for (g, mg) in w.mins.iter().enumerate() {
+                mins = _mm256_add_epi32(mins, _mm256_madd_epi16(*mg, bcast(p.add(260 + 4 * g))));
+            }
+            let da = _mm256_set1_ps(p.cast::<f32>().read_unaligned());
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(w.d, da), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(w.dmin, da), acc[j]);
+        }
+    }
+    for j in 0..N {
+        if m == MR {
+            _mm256_storeu_ps(o[j], acc[j]);
+        } else {
+            let mut v = [0f32; MR];
+            _mm256_storeu_ps(v.as_mut_ptr(), acc[j]);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), o[j], m);
+        }
+    }
+}
+
+/// Q4_K weights (activations: Q8_K rows as they are).
+///
+/// # Safety
+/// The contract of `super::RawTile`, at this level.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    const QB: usize = 292;
+    let rows = Rows::new(w, 144);
+    let m = w.len().min(MR);
+    let o = out.as_mut_ptr();
+    // written before it is read: no need to zero it per call
+    let mut buf = std::mem::MaybeUninit::<[PackedK; KC_K]>::uninit();
+    let base = buf.as_mut_ptr().cast::<PackedK>();
+    let mut b0 = 0;
+    while b0 < nb {
+        let kc = KC_K.min(nb - b0);
+        for bi in 0..kc {
+            // SAFETY: bi < KC_K, inside `buf`
+            base.add(bi).write(pack_q4_k(&rows, b0 + bi));
+        }
+        // SAFETY: the first `kc` entries were just written
+        let pk = std::slice::from_raw_parts(base.cast_const(), kc);
+        let mut j = 0;
+        while j < a.len() {
+            macro_rules! run {
+                ($n:expr) => {{
+                    let (mut ap, mut op) = ([std::ptr::null::<u8>(); $n], [std::ptr::null_mut::<f32>(); $n]);
+                    for jj in 0..$n {
+                        ap[jj] = a[j + jj].as_ptr().add(b0 * QB);
+                        op[jj] = o.add((j + jj) * stride);
+                    }
+                    group_k::<$n>(pk, ap, op, m, b0 == 0);
+                    j += $n;
+                }};
+            }
+            match a.len() - j {
+                NR_K.. => run!(NR_K),
+                2.. => run!(2),
+                _ => run!(1),
+            }
+        }
+        b0 += kc;
+    }
 }
