@@ -4,24 +4,9 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rgml::quant::dot::{dot_fn_for, quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::quantize_row;
-use rgml::DType;
 
 const N: usize = 4096;
-const WEIGHTS: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+use rgml::quant::dot::WEIGHT_TYPES as WEIGHTS;
 
 fn dots(c: &mut Criterion) {
     let vals: Vec<f32> =

@@ -19,21 +19,7 @@ use rgml::quant::dot::{
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{DType, Error};
 
-const WEIGHT_TYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+use rgml::quant::dot::WEIGHT_TYPES;
 
 const REL_TOL: f64 = 1e-5;
 

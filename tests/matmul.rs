@@ -108,21 +108,7 @@ fn f32_gemm_path_at_odd_sizes_and_layouts() {
 
 #[test]
 fn small_batches_use_the_dot_kernels_for_every_weight_type() {
-    for wt in [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q2_K,
-        DType::Q3_K,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-    ] {
+    for wt in dot::WEIGHT_TYPES {
         let k = if wt.block_size() == 256 { 512 } else { 96 };
         check(wt, k, 7, 3, [1, 1], [1, 1], false);
         check(wt, k, 5, 2, [2, 1], [2, 1], true);

@@ -17,20 +17,7 @@ impl Context {
     /// (Q8_0/Q8_1/Q8_K for block types, `a`'s own type for floats).
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let la = self.layout(a)?;
-        let weight_ok = la.dtype.is_float()
-            || matches!(
-                la.dtype,
-                DType::Q4_0
-                    | DType::Q4_1
-                    | DType::Q5_0
-                    | DType::Q5_1
-                    | DType::Q8_0
-                    | DType::Q2_K
-                    | DType::Q3_K
-                    | DType::Q4_K
-                    | DType::Q5_K
-                    | DType::Q6_K
-            );
+        let weight_ok = crate::quant::dot::WEIGHT_TYPES.contains(&la.dtype);
         if !weight_ok {
             return Err(Error::Unsupported { op: "mul_mat", dtype: la.dtype });
         }

@@ -59,6 +59,23 @@ mod avx512;
 
 pub use act::quantize_activations;
 
+/// The weight types `mul_mat` takes, each with a dot kernel for its partner.
+pub const WEIGHT_TYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
 /// A dot-product kernel: `f(n, w, a)` is the dot product of the `n` values in
 /// `w` (weight type) with the `n` values in `a` (its [`vec_dot_type`]).
 ///
