@@ -100,7 +100,7 @@ fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 
 
 #[test]
 fn f32_gemm_path_at_odd_sizes_and_layouts() {
-    for &(k, m, n) in &[(45, 19, 37), (1, 3, 16), (130, 70, 65)] {
+    for &(k, m, n) in &[(45, 19, 37), (1, 3, 16), (1, 3, 32), (64, 5, 31), (130, 70, 65)] {
         check(DType::F32, k, m, n, [1, 1], [1, 1], false);
         check(DType::F32, k, m, n, [2, 1], [2, 3], true);
     }
