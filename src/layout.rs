@@ -171,6 +171,16 @@ impl Layout {
     pub fn same_stride(&self, other: &Layout) -> bool {
         self.nb == other.nb
     }
+    /// Same type and shape, and each element at the same byte: strides agree
+    /// on every dim of more than one unit (a size-1 dim's stride addresses
+    /// nothing, so it may differ). Two such views of one storage at one
+    /// offset are the same tensor.
+    pub fn same_places(&self, other: &Layout) -> bool {
+        self.dtype == other.dtype
+            && self.ne == other.ne
+            && (self.dtype.block_size() == 1 || self.block_dim == other.block_dim)
+            && (0..4).all(|d| self.units(d) <= 1 || self.nb[d] == other.nb[d])
+    }
     /// ggml's `ggml_can_repeat(self, other)`: `other` is a whole tiling of `self`.
     pub fn can_repeat(&self, other: &Layout) -> bool {
         if self.is_empty() {
@@ -219,7 +229,7 @@ impl Layout {
         if a1 <= b0 || b1 <= a0 {
             return Overlap::None;
         }
-        if off == other_off && self == other {
+        if off == other_off && self.same_places(other) {
             return Overlap::Same;
         }
         let n = (self.nelements() / self.dtype.block_size() as i64)

@@ -165,3 +165,20 @@ fn storage_persists_across_computes() {
     cpu.compute(&ctx, &g, &mut st).unwrap();
     assert_eq!(st.read_f32(&ctx, a).unwrap(), vec![9., 18.]);
 }
+
+/// A view that differs from its source only in the stride of a size-1 dim
+/// addresses the same bytes: an inplace op from one into the other is a plain
+/// elementwise update (not a partial overlap), and the planner may reuse it.
+#[test]
+fn size_one_dim_strides_do_not_make_an_overlap() {
+    let mut ctx = Context::new();
+    let a = ctx.new_f32(&[4, 3], &(0..12).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    let y = ctx.scale(a, 2.).unwrap();
+    // y as [4, 1, 3]: the size-1 dim gets an arbitrary stride (20) or the packed one (16)
+    let odd = ctx.view_4d(y, [4, 1, 3, 1], [20, 16, 48], 0).unwrap();
+    let packed = ctx.reshape(y, &[4, 1, 3]).unwrap();
+    let z = ctx.add_inplace(odd, packed).unwrap();
+    let g = Graph::build(&ctx, &[z]).unwrap();
+    let st = cpu().run(&ctx, &g).unwrap();
+    assert_eq!(st.read_f32(&ctx, z).unwrap(), (0..12).map(|i| 4.0 * i as f32).collect::<Vec<_>>());
+}

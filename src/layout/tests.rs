@@ -128,4 +128,16 @@ fn pairwise_overlap() {
     let flat = c(DType::F32, [8, 1, 1, 1]);
     let sq = c(DType::F32, [4, 2, 1, 1]);
     assert_eq!(flat.overlap(0, &sq, 0), Overlap::Partial);
+    // strides of size-1 dims address nothing: still the same places
+    let odd = l(DType::F32, [4, 1, 3, 1], [4, 7, 16, 999]);
+    let packed = c(DType::F32, [4, 1, 3, 1]);
+    assert!(odd.same_places(&packed) && packed.same_places(&odd));
+    assert_eq!(odd.overlap(0, &packed, 0), Overlap::Same);
+    assert!(!odd.same_places(&c(DType::F32, [4, 3, 1, 1])));
+    assert!(!packed.same_places(&l(DType::F16, [4, 1, 3, 1], [2, 8, 8, 24])));
+    // a block type's blocks must run along the same dim
+    let q = c(DType::Q4_0, [32, 32, 1, 1]);
+    let mut qt = q;
+    qt.block_dim = 1;
+    assert!(q.same_places(&q) && !q.same_places(&qt));
 }

@@ -190,7 +190,7 @@ fn reusable_source(
         let ok = live.get(&r).is_some_and(|&(_, sz)| sz == size)
             && !lt.protected.contains(&r)
             && lt.last_use.get(&r) == Some(&i)
-            && st.layout() == t.layout()
+            && st.layout().same_places(t.layout())
             && st.view_offs() == 0;
         if !ok {
             continue;
@@ -198,7 +198,9 @@ fn reusable_source(
         let mut others_agree = true;
         for &o in t.src() {
             let ot = ctx.tensor(o)?;
-            if ot.view_src().unwrap_or(o) == r && !(ot.layout() == st.layout() && ot.view_offs() == st.view_offs()) {
+            if ot.view_src().unwrap_or(o) == r
+                && !(ot.layout().same_places(st.layout()) && ot.view_offs() == st.view_offs())
+            {
                 others_agree = false;
             }
         }

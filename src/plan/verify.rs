@@ -118,7 +118,7 @@ impl Plan {
         for (slot, &s) in t.src().iter().enumerate() {
             let st = ctx.tensor(s)?;
             if st.view_src().unwrap_or(s) == prev.root
-                && st.layout() == t.layout()
+                && st.layout().same_places(t.layout())
                 && st.view_offs() == 0
                 && rules.may_overwrite_source(&t.op(), slot)
             {
