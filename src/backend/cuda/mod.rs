@@ -21,6 +21,7 @@ pub mod kernels;
 mod matmul;
 mod nvrtc;
 pub mod probe;
+mod quant;
 mod storage;
 
 use std::collections::HashMap;
