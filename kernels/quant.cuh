@@ -271,6 +271,13 @@ __device__ __forceinline__ void rgq_pack5(const unsigned char* q, unsigned char*
     }
     qh[0] = (unsigned char)h; qh[1] = (unsigned char)(h >> 8); qh[2] = (unsigned char)(h >> 16); qh[3] = (unsigned char)(h >> 24);
 }
+// Round half away from zero, exactly (Rust's `f32::round`): the fraction
+// x - trunc(x) is exact, so no intermediate rounding can move a tie.
+__device__ __forceinline__ float rgq_round(float x) {
+    float t = truncf(x);
+    if (fabsf(__fsub_rn(x, t)) >= 0.5f) t = __fadd_rn(t, copysignf(1.0f, x));
+    return t;
+}
 // Q8_0/Q8_1: d = amax/127 (ggml's MAX: a NaN |x| wins), q = round half away from zero, saturated to i8.
 __device__ __forceinline__ float rgq_quantize_q8(const float* x, signed char* qs) {
     float amax = 0.0f;
@@ -281,7 +288,7 @@ __device__ __forceinline__ float rgq_quantize_q8(const float* x, signed char* qs
     float d = __fdiv_rn(amax, 127.0f);
     float id = rgq_inverse(d);
     for (int j = 0; j < RGQ_QK; ++j) {
-        int t = __float2int_rz(roundf(__fmul_rn(x[j], id)));
+        int t = __float2int_rz(rgq_round(__fmul_rn(x[j], id)));
         qs[j] = (signed char)(t < -128 ? -128 : (t > 127 ? 127 : t));
     }
     return d;
