@@ -199,6 +199,34 @@ mod tests {
     }
 
     #[test]
+    fn type_codes_match_the_prelude() {
+        use DType::*;
+        let all = [F32, F16, BF16, I32, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K];
+        for d in all {
+            let name = format!("{d:?}").to_uppercase();
+            let line = format!("#define RG_{name} {}", type_code("test", d).unwrap());
+            assert!(PRELUDE.lines().any(|l| l.trim() == line), "prelude lacks {line:?}");
+            // quant.cuh's range checks: the block types are exactly 4..=15, the k-quants 10..=15
+            let code = type_code("test", d).unwrap();
+            assert_eq!(d.is_quantized(), (4..=15).contains(&code), "{d:?}");
+            assert_eq!(d.block_size() == 256, (10..=15).contains(&code), "{d:?}");
+        }
+        assert!(type_code("test", I8).is_err() && type_code("test", I16).is_err());
+    }
+
+    #[test]
+    fn quant_header_goes_to_the_listed_modules_only() {
+        for (n, _) in MODULES {
+            let src = module_source(n).unwrap();
+            assert_eq!(src.contains(QUANT), QUANT_MODULES.contains(n), "{n}");
+        }
+        let t = Layout::contiguous(DType::Q4_K, [256, 2, 1, 1]).unwrap();
+        let t = Layout { ne: [2, 256, 1, 1], nb: [t.nb[1], t.nb[0], t.nb[2], t.nb[3]], block_dim: 1, ..t };
+        assert!(KTensor::of("x", &t).is_err());
+        assert_eq!(KTensor::of_blocked("x", &t).unwrap().block_dim, 1);
+    }
+
+    #[test]
     fn every_kernel_file_is_listed() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
         let mut on_disk: Vec<String> = std::fs::read_dir(dir)
