@@ -2,13 +2,24 @@
 // before NVRTC compiles it (the sources do not #include it). Nothing here needs
 // the CUDA toolkit headers: f16/bf16 conversions are inline PTX and bit ops.
 //
-// Type codes: keep in sync with `KernelType` in src/backend/cuda/kernels.rs.
+// Type codes: keep in sync with `type_code` in src/backend/cuda/kernels.rs
+// (the block types are 4..=15; kernels/quant.cuh relies on that range).
 #define RG_F32 0
 #define RG_F16 1
 #define RG_BF16 2
 #define RG_I32 3
 #define RG_Q4_0 4
 #define RG_Q8_0 5
+#define RG_Q4_1 6
+#define RG_Q5_0 7
+#define RG_Q5_1 8
+#define RG_Q8_1 9
+#define RG_Q2_K 10
+#define RG_Q3_K 11
+#define RG_Q4_K 12
+#define RG_Q5_K 13
+#define RG_Q6_K 14
+#define RG_Q8_K 15
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -19,7 +30,7 @@ struct RgT {
     i64 ne[4];
     i64 nb[4];
     int type;
-    int pad;
+    int bdim;  // block types: the dim whose values are stored in blocks (0 unless transposed)
 };
 
 __device__ __forceinline__ float rg_h2f(unsigned short h) {

@@ -1,27 +1,10 @@
-// get_rows and set_rows, as src/backend/cpu/rows.rs. Indices are I32; an
-// index outside the rows sets *err to 1 (the host turns it into an error).
-// Compiled with prelude.cuh prepended.
-
-// Value i0 of the row at `row` of type `type` (plain, Q4_0 or Q8_0; block
-// types address dim 0 in 32-value blocks of nb0 bytes).
-__device__ __forceinline__ float rg_load_row_value(const char* row, const RgT& t, i64 i0) {
-    if (t.type == RG_Q4_0) {
-        const char* b = row + (i0 / 32) * t.nb[0];
-        float dd = rg_h2f(*(const unsigned short*)b);
-        int j = (int)(i0 % 32);
-        unsigned char q = (unsigned char)b[2 + (j & 15)];
-        int v = j < 16 ? (q & 0xF) : (q >> 4);
-        return (float)(v - 8) * dd;
-    }
-    if (t.type == RG_Q8_0) {
-        const char* b = row + (i0 / 32) * t.nb[0];
-        float dd = rg_h2f(*(const unsigned short*)b);
-        return (float)((signed char)b[2 + i0 % 32]) * dd;
-    }
-    return rg_load(row + i0 * t.nb[0], t.type);
-}
+// get_rows and set_rows, as src/backend/cpu/rows.rs, and the F32 read-out.
+// Indices are I32; an index outside the rows sets *err to 1 (the host turns
+// it into an error). Block types (all 12 to read, the 32-value ones to write)
+// come from quant.cuh. Compiled with prelude.cuh and quant.cuh prepended.
 
 // dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]. One block per dst row.
+// a is plain or a block type blocked along dim 0.
 extern "C" __global__ void rg_get_rows(char* dst, RgT d, const char* a, RgT ta, const char* idx, RgT ti, int* err) {
     i64 i1, i2, i3;
     rg_unravel_row(d, blockIdx.x, &i1, &i2, &i3);
@@ -32,10 +15,11 @@ extern "C" __global__ void rg_get_rows(char* dst, RgT d, const char* a, RgT ta, 
     }
     const char* src = a + row * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
     char* y = dst + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
-    for (i64 i = threadIdx.x; i < d.ne[0]; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, rg_load_row_value(src, ta, i));
+    for (i64 i = threadIdx.x; i < d.ne[0]; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, rgq_row_value(src, ta, i));
 }
 
-// dst[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]. One block per row of b.
+// dst[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3] into a plain dst. One
+// block per row of b (plain, or a block type blocked along dim 0).
 // Two rows written to one place are not detected here (the host may check).
 extern "C" __global__ void rg_set_rows(char* dst, RgT d, const char* b, RgT tb, const char* idx, RgT ti, int* err) {
     i64 i1, i2, i3;
@@ -47,14 +31,40 @@ extern "C" __global__ void rg_set_rows(char* dst, RgT d, const char* b, RgT tb, 
     }
     const char* x = b + i1 * tb.nb[1] + i2 * tb.nb[2] + i3 * tb.nb[3];
     char* y = dst + row * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
-    for (i64 i = threadIdx.x; i < tb.ne[0]; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, rg_load(x + i * tb.nb[0], tb.type));
+    for (i64 i = threadIdx.x; i < tb.ne[0]; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, rgq_row_value(x, tb, i));
 }
 
-// dst = a as packed F32 in logical order (any strides; plain, Q4_0 or Q8_0).
-// One block per row of a; dst row r starts at dst + r * a.ne0.
+// set_rows into a block-type dst (blocked along dim 0): one thread per
+// (row of b, block of the row); nblocks = b's rows times d.ne0 / block size.
+// A block of the same type as b is moved byte for byte (as the CPU does);
+// otherwise its values are quantized (32-value types only; the host checks).
+extern "C" __global__ void rg_set_rows_q(char* dst, RgT d, const char* b, RgT tb, const char* idx, RgT ti, int* err, i64 nblocks) {
+    int bs = rgq_block_size(d.type);
+    i64 per_row = d.ne[0] / bs;
+    RG_GRID_STRIDE(k, nblocks) {
+        i64 r = k / per_row, u0 = k % per_row;
+        i64 i1, i2, i3;
+        rg_unravel_row(tb, r, &i1, &i2, &i3);
+        i64 row = *(const int*)(idx + i1 * ti.nb[0] + i2 * ti.nb[1] + i3 * ti.nb[2]);
+        if (row < 0 || row >= d.ne[1]) {
+            atomicExch(err, 1);
+            continue;
+        }
+        const char* x = b + i1 * tb.nb[1] + i2 * tb.nb[2] + i3 * tb.nb[3];
+        char* y = dst + row * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3] + u0 * d.nb[0];
+        if (tb.type == d.type) {
+            rgq_copy_block(y, x + u0 * tb.nb[0], rgq_type_size(d.type));
+        } else {
+            float v[RGQ_QK];
+            for (int j = 0; j < RGQ_QK; ++j) v[j] = rgq_row_value(x, tb, u0 * RGQ_QK + j);
+            rgq_quantize(d.type, y, v);
+        }
+    }
+}
+
+// dst = a as packed F32 in logical order (any strides; plain, or any block
+// type blocked along any dim). Grid-stride over every element.
 extern "C" __global__ void rg_to_f32(float* dst, const char* a, RgT ta) {
-    i64 r = blockIdx.x;
-    const char* src = a + rg_row_offset(ta, r);
-    float* y = dst + r * ta.ne[0];
-    for (i64 i = threadIdx.x; i < ta.ne[0]; i += blockDim.x) y[i] = rg_load_row_value(src, ta, i);
+    i64 n = ta.ne[0] * ta.ne[1] * ta.ne[2] * ta.ne[3];
+    RG_GRID_STRIDE(i, n) { dst[i] = rgq_get(a, ta, i); }
 }

@@ -61,9 +61,14 @@ impl Bound {
     fn k(&self, op: &'static str) -> Result<KTensor> {
         KTensor::of(op, &self.l)
     }
+    /// The kernel view of any type the kernels know, block types blocked
+    /// along any dim (for the kernels that read through `kernels/quant.cuh`).
+    pub(crate) fn q(&self, op: &'static str) -> Result<KTensor> {
+        KTensor::of_blocked(op, &self.l)
+    }
     /// The kernel view of a plain type (F32, F16, BF16, I32), for the kernels
     /// that load elements with `rg_load`.
-    fn p(&self, op: &'static str) -> Result<KTensor> {
+    pub(crate) fn p(&self, op: &'static str) -> Result<KTensor> {
         if self.l.dtype.block_size() > 1 {
             return Err(Error::Unsupported { op, dtype: self.l.dtype });
         }
@@ -87,15 +92,16 @@ macro_rules! launch {
         }
     }};
 }
+pub(crate) use launch;
 
 /// A grid-stride launch over `n` elements.
-fn flat(n: i64) -> LaunchConfig {
+pub(crate) fn flat(n: i64) -> LaunchConfig {
     let blocks = (n.max(0) as u64).div_ceil(u64::from(BLOCK)).min(1 << 20) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// One block per row (`rows` of them).
-fn per_row(rows: i64, shared: u32) -> Result<LaunchConfig> {
+pub(crate) fn per_row(rows: i64, shared: u32) -> Result<LaunchConfig> {
     let g = u32::try_from(rows).ok().filter(|&g| g <= i32::MAX as u32);
     let g = g.ok_or_else(|| Error::Invalid(format!("CUDA: {rows} rows exceed one grid")))?;
     Ok(LaunchConfig { grid_dim: (g, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: shared })
@@ -105,12 +111,13 @@ fn packed_f32(ts: &[&Bound]) -> bool {
     ts.iter().all(|t| t.l.dtype == DType::F32 && t.l.is_contiguous())
 }
 
-/// `src` as packed F32 rows in a new device buffer (dequantized/converted).
+/// `src` as packed F32 rows in a new device buffer (dequantized/converted;
+/// any layout, any of the 12 block types blocked along any dim).
 pub(crate) fn to_f32_rows(dev: &Device, src: &Bound) -> Result<(CudaSlice<f32>, Layout)> {
     let n = src.l.nelements().max(1) as usize;
     let mut out = dev.stream.alloc_zeros::<f32>(n).map_err(cuda_err("alloc scratch"))?;
     let (p, _sync) = out.device_ptr_mut(&dev.stream);
-    launch!(dev, "rows", "rg_to_f32", per_row(src.l.nrows(), 0)?; p, src.ptr, src.k("to_f32")?);
+    launch!(dev, "rows", "rg_to_f32", flat(src.l.nelements()); p, src.ptr, src.q("to_f32")?);
     drop(_sync);
     Ok((out, Layout::contiguous(DType::F32, src.l.ne)?))
 }
@@ -181,16 +188,12 @@ impl CudaBackend {
                     let (a, idx) = (b(src[0])?, b(src[1])?);
                     check_index(&idx, "get_rows")?;
                     launch!(dev, "rows", "rg_get_rows", per_row(dst.l.nrows(), 0)?;
-                        dst.ptr, dst.p("get_rows")?, a.ptr, a.k("get_rows")?, idx.ptr, idx.p("get_rows")?, err_ptr);
+                        dst.ptr, dst.p("get_rows")?, a.ptr, super::quant::rows_view("get_rows", &a)?, idx.ptr, idx.p("get_rows")?, err_ptr);
                 }
                 Op::SetRows => {
                     let (x, idx) = (b(src[1])?, b(src[2])?);
                     check_index(&idx, "set_rows")?;
-                    if dst.l.dtype.block_size() > 1 {
-                        return Err(unavailable("set_rows into a block type"));
-                    }
-                    launch!(dev, "rows", "rg_set_rows", per_row(x.l.nrows(), 0)?;
-                        dst.ptr, dst.p("set_rows")?, x.ptr, x.p("set_rows")?, idx.ptr, idx.p("set_rows")?, err_ptr);
+                    super::quant::set_rows(dev, dst, x, idx, err_ptr)?;
                 }
                 Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?)?,
                 Op::Concat { dim } => {
@@ -233,10 +236,6 @@ fn same_size(op: &'static str, ts: &[&Bound]) -> Result<i32> {
     Ok(dtype.type_size() as i32)
 }
 
-fn unavailable(what: &str) -> Error {
-    Error::Unavailable { what: format!("the CUDA kernel for {what}"), why: "not implemented yet".into() }
-}
-
 fn check_index(idx: &Bound, op: &'static str) -> Result<()> {
     if idx.l.dtype == DType::I32 {
         Ok(())
@@ -261,6 +260,8 @@ fn bind(ctx: &Context, regions: &HashMap<TensorId, Region>, id: TensorId, write:
     Bound::new(r.base, r.len, t.view_offs(), *t.layout())
 }
 
+/// `cont`/`dup`/`cpy`: element `i` of `dst` in logical order takes element `i`
+/// of `src` (block types through [`super::quant::copy`]).
 pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
     let n = dst.l.nelements();
     if n != src.l.nelements() {
@@ -270,6 +271,9 @@ pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
         let nbytes = dst.l.nbytes() as i64;
         launch!(dev, "copy", "rg_copy_bytes", flat(nbytes); dst.ptr, src.ptr, nbytes);
         return Ok(());
+    }
+    if dst.l.dtype.is_quantized() || src.l.dtype.is_quantized() {
+        return super::quant::copy(dev, dst, src);
     }
     launch!(dev, "copy", "rg_copy", flat(n); dst.ptr, dst.p("cpy")?, src.ptr, src.p("cpy")?, n);
     Ok(())

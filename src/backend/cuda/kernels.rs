@@ -9,6 +9,15 @@ use crate::layout::Layout;
 /// f16/bf16 conversions, typed loads and stores, index helpers, block reductions.
 pub const PRELUDE: &str = include_str!("../../../kernels/prelude.cuh");
 
+/// The block-type header (`kernels/quant.cuh`): block structs, per-value
+/// dequantization, the 32-value quantizers. Appended after [`PRELUDE`] for the
+/// modules in [`QUANT_MODULES`].
+pub const QUANT: &str = include_str!("../../../kernels/quant.cuh");
+
+/// The modules compiled with [`QUANT`] as well (a module opts in by being
+/// listed here; its own names must not start with `rgq_`/`RgqBlock`).
+pub const QUANT_MODULES: &[&str] = &["copy", "rows"];
+
 /// Every kernel module: `(name, source)`, one per op family. The name is the
 /// file stem under `kernels/`.
 pub const MODULES: &[(&str, &str)] = &[
@@ -23,13 +32,15 @@ pub const MODULES: &[(&str, &str)] = &[
     ("shape", include_str!("../../../kernels/shape.cu")),
 ];
 
-/// The source of module `name` as NVRTC compiles it: the prelude, then the file.
+/// The source of module `name` as NVRTC compiles it: the prelude, then
+/// (for [`QUANT_MODULES`]) the block-type header, then the file.
 pub fn module_source(name: &str) -> Result<String> {
     let (_, src) = MODULES
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| Error::Invalid(format!("no CUDA kernel module named {name:?}")))?;
-    Ok(format!("{PRELUDE}\n#line 1 \"{name}.cu\"\n{src}"))
+    let quant = if QUANT_MODULES.contains(&name) { format!("\n#line 1 \"quant.cuh\"\n{QUANT}") } else { String::new() };
+    Ok(format!("{PRELUDE}{quant}\n#line 1 \"{name}.cu\"\n{src}"))
 }
 
 /// Binary op codes of `rg_binary*` (`kernels/binary.cu`).
@@ -67,7 +78,17 @@ pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
         DType::I32 => 3,
         DType::Q4_0 => 4,
         DType::Q8_0 => 5,
-        _ => return Err(Error::Unsupported { op, dtype }),
+        DType::Q4_1 => 6,
+        DType::Q5_0 => 7,
+        DType::Q5_1 => 8,
+        DType::Q8_1 => 9,
+        DType::Q2_K => 10,
+        DType::Q3_K => 11,
+        DType::Q4_K => 12,
+        DType::Q5_K => 13,
+        DType::Q6_K => 14,
+        DType::Q8_K => 15,
+        DType::I8 | DType::I16 => return Err(Error::Unsupported { op, dtype }),
     })
 }
 
@@ -81,8 +102,9 @@ pub struct KTensor {
     pub nb: [i64; 4],
     /// Type code ([`type_code`]).
     pub dtype: i32,
-    /// Padding (0).
-    pub pad: i32,
+    /// For block types, the dim whose values are stored in blocks
+    /// ([`Layout::block_dim`]); 0 for plain types.
+    pub block_dim: i32,
 }
 
 impl KTensor {
@@ -93,7 +115,17 @@ impl KTensor {
         if l.dtype.block_size() > 1 && l.block_dim != 0 {
             return Err(Error::Unsupported { op, dtype: l.dtype });
         }
-        Ok(KTensor { ne: l.ne, nb: l.nb.map(|n| n as i64), dtype, pad: 0 })
+        Ok(KTensor { ne: l.ne, nb: l.nb.map(|n| n as i64), dtype, block_dim: 0 })
+    }
+    /// The kernel view of `l` for the kernels that read block types blocked
+    /// along any dim (`rgq_get` in `kernels/quant.cuh`).
+    pub fn of_blocked(op: &'static str, l: &Layout) -> Result<KTensor> {
+        let dtype = type_code(op, l.dtype)?;
+        let block_dim = if l.dtype.is_quantized() { l.block_dim } else { 0 };
+        if block_dim > 3 {
+            return Err(Error::Mismatch(format!("internal: block_dim {block_dim} of a {} layout", l.dtype)));
+        }
+        Ok(KTensor { ne: l.ne, nb: l.nb.map(|n| n as i64), dtype, block_dim: block_dim as i32 })
     }
 }
 
@@ -164,6 +196,34 @@ mod tests {
     fn struct_sizes_match_the_prelude() {
         assert_eq!(std::mem::size_of::<KTensor>(), 72);
         assert_eq!(std::mem::size_of::<KRope>(), 32);
+    }
+
+    #[test]
+    fn type_codes_match_the_prelude() {
+        use DType::*;
+        let all = [F32, F16, BF16, I32, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K];
+        for d in all {
+            let name = format!("{d:?}").to_uppercase();
+            let line = format!("#define RG_{name} {}", type_code("test", d).unwrap());
+            assert!(PRELUDE.lines().any(|l| l.trim() == line), "prelude lacks {line:?}");
+            // quant.cuh's range checks: the block types are exactly 4..=15, the k-quants 10..=15
+            let code = type_code("test", d).unwrap();
+            assert_eq!(d.is_quantized(), (4..=15).contains(&code), "{d:?}");
+            assert_eq!(d.block_size() == 256, (10..=15).contains(&code), "{d:?}");
+        }
+        assert!(type_code("test", I8).is_err() && type_code("test", I16).is_err());
+    }
+
+    #[test]
+    fn quant_header_goes_to_the_listed_modules_only() {
+        for (n, _) in MODULES {
+            let src = module_source(n).unwrap();
+            assert_eq!(src.contains(QUANT), QUANT_MODULES.contains(n), "{n}");
+        }
+        let t = Layout::contiguous(DType::Q4_K, [256, 2, 1, 1]).unwrap();
+        let t = Layout { ne: [2, 256, 1, 1], nb: [t.nb[1], t.nb[0], t.nb[2], t.nb[3]], block_dim: 1, ..t };
+        assert!(KTensor::of("x", &t).is_err());
+        assert_eq!(KTensor::of_blocked("x", &t).unwrap().block_dim, 1);
     }
 
     #[test]

@@ -8,8 +8,20 @@
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
 //! buffer, leaves uploaded once) and runs graphs node by node
 //! ([`CudaBackend::compute`]); `mul_mat` goes through cuBLAS (SGEMM; other
-//! types converted to F32 first). Not yet on the GPU:
-//! quantized destinations, native F16 GEMM and quantized matmul kernels.
+//! types converted to F32 first). Not yet on the GPU: native F16 GEMM and
+//! quantized matmul kernels.
+//!
+//! Block types (`kernels/quant.cuh`, host side in `quant.rs`): all 12 of them
+//! (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K … Q6_K, Q8_K) are dequantized on
+//! the device bit-identically to the CPU, by `get_rows`, by `cont`/`dup`/`cpy`
+//! into F32/F16/BF16 from any strided layout (transposed and permuted
+//! quantized views included), and by [`CudaStorage::read_f32`]. Same-type
+//! block copies move blocks byte for byte (k-quants too), as does `set_rows`
+//! of same-type rows. Copies and `set_rows` from F32/F16/BF16 (or another
+//! block type) quantize into Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1 with the
+//! CPU's reference quantizers, byte-identically. Quantizing into a k-quant is
+//! [`Error::Unsupported`]: the CPU uses ggml's search quantizers for those, and
+//! ggml's CUDA backend does not quantize to k-quants either.
 //!
 //! Kernels are CUDA C compiled with NVRTC for the device's compute capability
 //! at first use; they need no CUDA toolkit headers (a small prelude does the
@@ -21,6 +33,7 @@ pub mod kernels;
 mod matmul;
 mod nvrtc;
 pub mod probe;
+mod quant;
 mod storage;
 
 use std::collections::HashMap;

@@ -154,8 +154,10 @@ impl CudaStorage {
         Ok(out)
     }
 
-    /// The values of tensor `id` (any layout, views included; F32/F16/BF16/I32,
-    /// Q4_0 and Q8_0) as f32 in logical order, as they are after the last compute.
+    /// The values of tensor `id` (any layout, views included; F32/F16/BF16/I32
+    /// and the 12 block types, dequantized on the device bit-identically to
+    /// the CPU, transposed quantized views included) as f32 in logical order,
+    /// as they are after the last compute.
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
         let t = ctx.tensor(id)?;
         let root = ctx.storage_root(id)?;

@@ -1,0 +1,370 @@
+// rgml block-quantized formats on the device: ggml's block structs (byte for
+// byte, as src/quant/blocks.rs), per-value dequantization bit-identical to the
+// CPU's (src/quant/legacy.rs, src/quant/k.rs), and the reference quantizers of
+// the 32-value types byte-identical to the CPU's.
+//
+// Appended after prelude.cuh for the modules that read or write block types
+// (see `QUANT_MODULES` in src/backend/cuda/kernels.rs). Every float operation
+// that the CPU does as a separate multiply and add is written with the _rn
+// intrinsics, so NVRTC cannot contract it into an FMA and round differently.
+// Names start with rgq_ / RgqBlock.
+
+#define RGQ_QK 32
+#define RGQ_QK_K 256
+
+struct RgqBlockQ4_0 { unsigned short d; unsigned char qs[16]; };
+struct RgqBlockQ4_1 { unsigned short d, m; unsigned char qs[16]; };
+struct RgqBlockQ5_0 { unsigned short d; unsigned char qh[4]; unsigned char qs[16]; };
+struct RgqBlockQ5_1 { unsigned short d, m; unsigned char qh[4]; unsigned char qs[16]; };
+struct RgqBlockQ8_0 { unsigned short d; signed char qs[32]; };
+struct RgqBlockQ8_1 { unsigned short d, s; signed char qs[32]; };
+struct RgqBlockQ2_K { unsigned char scales[16]; unsigned char qs[64]; unsigned short d, dmin; };
+struct RgqBlockQ3_K { unsigned char hmask[32]; unsigned char qs[64]; unsigned char scales[12]; unsigned short d; };
+struct RgqBlockQ4_K { unsigned short d, dmin; unsigned char scales[12]; unsigned char qs[128]; };
+struct RgqBlockQ5_K { unsigned short d, dmin; unsigned char scales[12]; unsigned char qh[32]; unsigned char qs[128]; };
+struct RgqBlockQ6_K { unsigned char ql[128]; unsigned char qh[64]; signed char scales[16]; unsigned short d; };
+struct RgqBlockQ8_K { float d; signed char qs[256]; short bsums[16]; };
+
+static_assert(sizeof(RgqBlockQ4_0) == 18, "Q4_0");
+static_assert(sizeof(RgqBlockQ4_1) == 20, "Q4_1");
+static_assert(sizeof(RgqBlockQ5_0) == 22, "Q5_0");
+static_assert(sizeof(RgqBlockQ5_1) == 24, "Q5_1");
+static_assert(sizeof(RgqBlockQ8_0) == 34, "Q8_0");
+static_assert(sizeof(RgqBlockQ8_1) == 36, "Q8_1");
+static_assert(sizeof(RgqBlockQ2_K) == 84, "Q2_K");
+static_assert(sizeof(RgqBlockQ3_K) == 110, "Q3_K");
+static_assert(sizeof(RgqBlockQ4_K) == 144, "Q4_K");
+static_assert(sizeof(RgqBlockQ5_K) == 176, "Q5_K");
+static_assert(sizeof(RgqBlockQ6_K) == 210, "Q6_K");
+static_assert(sizeof(RgqBlockQ8_K) == 292, "Q8_K");
+
+// True for the 12 block types.
+__device__ __forceinline__ bool rgq_is_block(int type) { return type >= RG_Q4_0 && type <= RG_Q8_K; }
+// True for the k-quants (256-value super-blocks).
+__device__ __forceinline__ bool rgq_is_k(int type) { return type >= RG_Q2_K && type <= RG_Q8_K; }
+// Values per block (1 for plain types).
+__device__ __forceinline__ int rgq_block_size(int type) {
+    return rgq_is_k(type) ? RGQ_QK_K : (rgq_is_block(type) ? RGQ_QK : 1);
+}
+// Bytes per block of a block type.
+__device__ __forceinline__ int rgq_type_size(int type) {
+    switch (type) {
+    case RG_Q4_0: return 18;
+    case RG_Q4_1: return 20;
+    case RG_Q5_0: return 22;
+    case RG_Q5_1: return 24;
+    case RG_Q8_0: return 34;
+    case RG_Q8_1: return 36;
+    case RG_Q2_K: return 84;
+    case RG_Q3_K: return 110;
+    case RG_Q4_K: return 144;
+    case RG_Q5_K: return 176;
+    case RG_Q6_K: return 210;
+    case RG_Q8_K: return 292;
+    default: return 0;
+    }
+}
+
+// f16 bits to f32 exactly as the CPU's `f16_to_f32`: a NaN keeps its payload
+// and its signaling bit (the hardware conversion may quiet it).
+__device__ __forceinline__ float rgq_h2f(unsigned short h) {
+    if ((h & 0x7c00u) == 0x7c00u) {
+        unsigned int sign = ((unsigned int)(h & 0x8000u)) << 16;
+        return __uint_as_float(sign | 0x7f800000u | (((unsigned int)(h & 0x3ffu)) << 13));
+    }
+    return rg_h2f(h);
+}
+// f32 to f16 bits as the CPU's `f32_to_f16` (ggml's): round to nearest even,
+// overflow to infinity, any NaN to 0x7e00 with its sign.
+__device__ __forceinline__ unsigned short rgq_f2h(float f) {
+    unsigned int x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)(((x >> 16) & 0x8000u) | 0x7e00u);
+    return rg_f2h(f);
+}
+
+// The fifth-bit word of Q5_0/Q5_1 (little-endian u32 at any 2-byte alignment).
+__device__ __forceinline__ unsigned int rgq_qh32(const unsigned char* qh) {
+    return (unsigned int)qh[0] | ((unsigned int)qh[1] << 8) | ((unsigned int)qh[2] << 16) | ((unsigned int)qh[3] << 24);
+}
+// Value j's low nibble in the Q4_0/Q4_1/Q5 packing (byte j%16; high nibble for j >= 16).
+__device__ __forceinline__ int rgq_nib32(const unsigned char* qs, int j) {
+    return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+}
+// The 2-bit field of value j in the Q2_K/Q3_K packing.
+__device__ __forceinline__ int rgq_low2(const unsigned char* qs, int j) {
+    int h = j / 128, r = j % 128;
+    return (qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+}
+// Q4_K/Q5_K 6-bit scale and min of group g.
+__device__ __forceinline__ void rgq_scale_min_k4(int g, const unsigned char* q, int* sc, int* m) {
+    if (g < 4) {
+        *sc = q[g] & 63;
+        *m = q[g + 4] & 63;
+    } else {
+        *sc = (q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4);
+        *m = (q[g + 4] >> 4) | ((q[g] >> 6) << 4);
+    }
+}
+
+// Value j (0 <= j < block size) of the block at `p` of block type `type`,
+// computed with the same f32 operations as the CPU dequantizer.
+__device__ float rgq_value(int type, const char* p, int j) {
+    switch (type) {
+    case RG_Q4_0: {
+        const RgqBlockQ4_0* b = (const RgqBlockQ4_0*)p;
+        return __fmul_rn((float)(rgq_nib32(b->qs, j) - 8), rgq_h2f(b->d));
+    }
+    case RG_Q4_1: {
+        const RgqBlockQ4_1* b = (const RgqBlockQ4_1*)p;
+        return __fadd_rn(__fmul_rn((float)rgq_nib32(b->qs, j), rgq_h2f(b->d)), rgq_h2f(b->m));
+    }
+    case RG_Q5_0: {
+        const RgqBlockQ5_0* b = (const RgqBlockQ5_0*)p;
+        int q = rgq_nib32(b->qs, j) | (int)(((rgq_qh32(b->qh) >> j) & 1u) << 4);
+        return __fmul_rn((float)(q - 16), rgq_h2f(b->d));
+    }
+    case RG_Q5_1: {
+        const RgqBlockQ5_1* b = (const RgqBlockQ5_1*)p;
+        int q = rgq_nib32(b->qs, j) | (int)(((rgq_qh32(b->qh) >> j) & 1u) << 4);
+        return __fadd_rn(__fmul_rn((float)q, rgq_h2f(b->d)), rgq_h2f(b->m));
+    }
+    case RG_Q8_0: {
+        const RgqBlockQ8_0* b = (const RgqBlockQ8_0*)p;
+        return __fmul_rn((float)b->qs[j], rgq_h2f(b->d));
+    }
+    case RG_Q8_1: {
+        const RgqBlockQ8_1* b = (const RgqBlockQ8_1*)p;
+        return __fmul_rn((float)b->qs[j], rgq_h2f(b->d));
+    }
+    case RG_Q2_K: {
+        const RgqBlockQ2_K* b = (const RgqBlockQ2_K*)p;
+        int sc = b->scales[j / 16];
+        float dl = __fmul_rn(rgq_h2f(b->d), (float)(sc & 0x0f));
+        float ml = __fmul_rn(rgq_h2f(b->dmin), (float)(sc >> 4));
+        return __fsub_rn(__fmul_rn(dl, (float)rgq_low2(b->qs, j)), ml);
+    }
+    case RG_Q3_K: {
+        const RgqBlockQ3_K* b = (const RgqBlockQ3_K*)p;
+        int g = j / 16;
+        int low = g < 8 ? (b->scales[g] & 0x0f) : (b->scales[g - 8] >> 4);
+        int high = (b->scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+        float dl = __fmul_rn(rgq_h2f(b->d), (float)((low | (high << 4)) - 32));
+        int hbit = (b->hmask[j % 32] >> (j / 32)) & 1;
+        int q = rgq_low2(b->qs, j) - (hbit ? 0 : 4);
+        return __fmul_rn(dl, (float)q);
+    }
+    case RG_Q4_K: {
+        const RgqBlockQ4_K* b = (const RgqBlockQ4_K*)p;
+        int g = j / 32, sc, m;
+        rgq_scale_min_k4(g, b->scales, &sc, &m);
+        float dl = __fmul_rn(rgq_h2f(b->d), (float)sc);
+        float ml = __fmul_rn(rgq_h2f(b->dmin), (float)m);
+        int q = (b->qs[32 * (g / 2) + j % 32] >> (4 * (g % 2))) & 0x0f;
+        return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+    }
+    case RG_Q5_K: {
+        const RgqBlockQ5_K* b = (const RgqBlockQ5_K*)p;
+        int g = j / 32, i = j % 32, sc, m;
+        rgq_scale_min_k4(g, b->scales, &sc, &m);
+        float dl = __fmul_rn(rgq_h2f(b->d), (float)sc);
+        float ml = __fmul_rn(rgq_h2f(b->dmin), (float)m);
+        int q = ((b->qs[32 * (g / 2) + i] >> (4 * (g % 2))) & 0x0f) + ((b->qh[i] & (1 << g)) ? 16 : 0);
+        return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+    }
+    case RG_Q6_K: {
+        const RgqBlockQ6_K* b = (const RgqBlockQ6_K*)p;
+        int h = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+        int low = (b->ql[64 * h + 32 * (quarter % 2) + l] >> (4 * (quarter / 2))) & 0x0f;
+        int high = (b->qh[32 * h + l] >> (2 * quarter)) & 3;
+        int q = (low | (high << 4)) - 32;
+        return __fmul_rn(__fmul_rn(rgq_h2f(b->d), (float)b->scales[j / 16]), (float)q);
+    }
+    case RG_Q8_K: {
+        const RgqBlockQ8_K* b = (const RgqBlockQ8_K*)p;
+        return __fmul_rn(b->d, (float)b->qs[j]);
+    }
+    default: return 0.0f;
+    }
+}
+
+// Storage-unit counts of `t` per dim: blocks along its block dim, else elements.
+__device__ __forceinline__ void rgq_units(const RgT& t, i64 u[4]) {
+    int bs = rgq_block_size(t.type);
+    for (int d = 0; d < 4; ++d) u[d] = d == t.bdim ? t.ne[d] / bs : t.ne[d];
+}
+// Byte offset of the storage unit with flat index k (over the units, dim 0 fastest).
+__device__ __forceinline__ i64 rgq_unit_offset(const RgT& t, i64 k, i64 idx[4]) {
+    i64 u[4];
+    rgq_units(t, u);
+    idx[0] = k % u[0]; k /= u[0];
+    idx[1] = k % u[1]; k /= u[1];
+    idx[2] = k % u[2];
+    idx[3] = k / u[2];
+    return idx[0] * t.nb[0] + idx[1] * t.nb[1] + idx[2] * t.nb[2] + idx[3] * t.nb[3];
+}
+// Flat logical index (dim 0 fastest) of value j of the block at unit index `u`.
+__device__ __forceinline__ i64 rgq_logical(const RgT& t, const i64 u[4], int j) {
+    i64 i[4] = {u[0], u[1], u[2], u[3]};
+    i[t.bdim] = u[t.bdim] * rgq_block_size(t.type) + j;
+    return ((i[3] * t.ne[2] + i[2]) * t.ne[1] + i[1]) * t.ne[0] + i[0];
+}
+
+// The value with flat logical index k of `t` at `base`: any layout, any type
+// the kernels read (block types blocked along t.bdim, plain types).
+__device__ float rgq_get(const char* base, const RgT& t, i64 k) {
+    i64 i[4];
+    i[0] = k % t.ne[0]; k /= t.ne[0];
+    i[1] = k % t.ne[1]; k /= t.ne[1];
+    i[2] = k % t.ne[2];
+    i[3] = k / t.ne[2];
+    if (rgq_is_block(t.type)) {
+        int bs = rgq_block_size(t.type);
+        int j = (int)(i[t.bdim] % bs);
+        i[t.bdim] /= bs;
+        return rgq_value(t.type, base + i[0] * t.nb[0] + i[1] * t.nb[1] + i[2] * t.nb[2] + i[3] * t.nb[3], j);
+    }
+    return rg_load(base + i[0] * t.nb[0] + i[1] * t.nb[1] + i[2] * t.nb[2] + i[3] * t.nb[3], t.type);
+}
+// Value i0 of a row at `row` whose type is blocked along dim 0 (or plain).
+__device__ __forceinline__ float rgq_row_value(const char* row, const RgT& t, i64 i0) {
+    if (rgq_is_block(t.type)) {
+        int bs = rgq_block_size(t.type);
+        return rgq_value(t.type, row + (i0 / bs) * t.nb[0], (int)(i0 % bs));
+    }
+    return rg_load(row + i0 * t.nb[0], t.type);
+}
+
+// ---- quantizers (the 32-value types), as src/quant/legacy.rs ----
+
+// `trunc(v)` clamped to 0..=hi (Rust's saturating `as i32`: NaN gives 0).
+__device__ __forceinline__ unsigned char rgq_trunc_clamp(float v, int hi) {
+    int t = __float2int_rz(v);
+    return (unsigned char)(t < 0 ? 0 : (t > hi ? hi : t));
+}
+// `1/d`, or 0 when d is 0.
+__device__ __forceinline__ float rgq_inverse(float d) { return d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f; }
+// The value of largest magnitude (the first one on ties), or 0.
+__device__ __forceinline__ float rgq_signed_absmax(const float* x) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < RGQ_QK; ++j) {
+        float a = fabsf(x[j]);
+        if (amax < a) { amax = a; max = x[j]; }
+    }
+    return max;
+}
+__device__ __forceinline__ void rgq_min_max(const float* x, float* mn, float* mx) {
+    float lo = 3.40282347e+38f, hi = -3.40282347e+38f;
+    for (int j = 0; j < RGQ_QK; ++j) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    *mn = lo;
+    *mx = hi;
+}
+// Packs 32 five-bit quants: low nibbles (j with j+16) and the fifth-bit word.
+__device__ __forceinline__ void rgq_pack5(const unsigned char* q, unsigned char* qs, unsigned char* qh) {
+    unsigned int h = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = (unsigned char)((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+        h |= ((unsigned int)(q[j] >> 4)) << j;
+        h |= ((unsigned int)(q[j + 16] >> 4)) << (j + 16);
+    }
+    qh[0] = (unsigned char)h; qh[1] = (unsigned char)(h >> 8); qh[2] = (unsigned char)(h >> 16); qh[3] = (unsigned char)(h >> 24);
+}
+// Round half away from zero, exactly (Rust's `f32::round`): the fraction
+// x - trunc(x) is exact, so no intermediate rounding can move a tie.
+__device__ __forceinline__ float rgq_round(float x) {
+    float t = truncf(x);
+    if (fabsf(__fsub_rn(x, t)) >= 0.5f) t = __fadd_rn(t, copysignf(1.0f, x));
+    return t;
+}
+// Q8_0/Q8_1: d = amax/127 (ggml's MAX: a NaN |x| wins), q = round half away from zero, saturated to i8.
+__device__ __forceinline__ float rgq_quantize_q8(const float* x, signed char* qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < RGQ_QK; ++j) {
+        float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    float d = __fdiv_rn(amax, 127.0f);
+    float id = rgq_inverse(d);
+    for (int j = 0; j < RGQ_QK; ++j) {
+        int t = __float2int_rz(rgq_round(__fmul_rn(x[j], id)));
+        qs[j] = (signed char)(t < -128 ? -128 : (t > 127 ? 127 : t));
+    }
+    return d;
+}
+
+// True if the kernels can quantize into `type` (the 32-value block types).
+__device__ __forceinline__ bool rgq_can_quantize(int type) { return type >= RG_Q4_0 && type <= RG_Q8_1; }
+
+// Quantizes the 32 values x into one block at p of a 32-value type.
+__device__ void rgq_quantize(int type, char* p, const float* x) {
+    switch (type) {
+    case RG_Q4_0: {
+        RgqBlockQ4_0* b = (RgqBlockQ4_0*)p;
+        float d = __fdiv_rn(rgq_signed_absmax(x), -8.0f), id = rgq_inverse(d);
+        for (int j = 0; j < 16; ++j) {
+            unsigned char lo = rgq_trunc_clamp(__fadd_rn(__fmul_rn(x[j], id), 8.5f), 15);
+            unsigned char hi = rgq_trunc_clamp(__fadd_rn(__fmul_rn(x[j + 16], id), 8.5f), 15);
+            b->qs[j] = (unsigned char)(lo | (hi << 4));
+        }
+        b->d = rgq_f2h(d);
+        break;
+    }
+    case RG_Q4_1: {
+        RgqBlockQ4_1* b = (RgqBlockQ4_1*)p;
+        float mn, mx;
+        rgq_min_max(x, &mn, &mx);
+        float d = __fdiv_rn(__fsub_rn(mx, mn), 15.0f), id = rgq_inverse(d);
+        for (int j = 0; j < 16; ++j) {
+            unsigned char lo = rgq_trunc_clamp(__fadd_rn(__fmul_rn(__fsub_rn(x[j], mn), id), 0.5f), 15);
+            unsigned char hi = rgq_trunc_clamp(__fadd_rn(__fmul_rn(__fsub_rn(x[j + 16], mn), id), 0.5f), 15);
+            b->qs[j] = (unsigned char)(lo | (hi << 4));
+        }
+        b->d = rgq_f2h(d);
+        b->m = rgq_f2h(mn);
+        break;
+    }
+    case RG_Q5_0: {
+        RgqBlockQ5_0* b = (RgqBlockQ5_0*)p;
+        float d = __fdiv_rn(rgq_signed_absmax(x), -16.0f), id = rgq_inverse(d);
+        unsigned char q[RGQ_QK];
+        for (int j = 0; j < RGQ_QK; ++j) q[j] = rgq_trunc_clamp(__fadd_rn(__fmul_rn(x[j], id), 16.5f), 31);
+        rgq_pack5(q, b->qs, b->qh);
+        b->d = rgq_f2h(d);
+        break;
+    }
+    case RG_Q5_1: {
+        RgqBlockQ5_1* b = (RgqBlockQ5_1*)p;
+        float mn, mx;
+        rgq_min_max(x, &mn, &mx);
+        float d = __fdiv_rn(__fsub_rn(mx, mn), 31.0f), id = rgq_inverse(d);
+        unsigned char q[RGQ_QK];
+        for (int j = 0; j < RGQ_QK; ++j) q[j] = rgq_trunc_clamp(__fadd_rn(__fmul_rn(__fsub_rn(x[j], mn), id), 0.5f), 31);
+        rgq_pack5(q, b->qs, b->qh);
+        b->d = rgq_f2h(d);
+        b->m = rgq_f2h(mn);
+        break;
+    }
+    case RG_Q8_0: {
+        RgqBlockQ8_0* b = (RgqBlockQ8_0*)p;
+        b->d = rgq_f2h(rgq_quantize_q8(x, b->qs));
+        break;
+    }
+    case RG_Q8_1: {
+        RgqBlockQ8_1* b = (RgqBlockQ8_1*)p;
+        float d = rgq_quantize_q8(x, b->qs);
+        int sum = 0;
+        for (int j = 0; j < RGQ_QK; ++j) sum += b->qs[j];
+        b->d = rgq_f2h(d);
+        b->s = rgq_f2h(__fmul_rn((float)sum, d));
+        break;
+    }
+    default: break;
+    }
+}
+
+// Copies one block of `size` bytes (an even count; both ends 2-byte aligned).
+__device__ __forceinline__ void rgq_copy_block(char* dst, const char* src, int size) {
+    for (int k = 0; k < size / 2; ++k) ((unsigned short*)dst)[k] = ((const unsigned short*)src)[k];
+}
