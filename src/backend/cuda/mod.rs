@@ -7,9 +7,13 @@
 //! ([`compile`]); [`CudaBackend`], which opens a device and its stream, binds a
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
 //! buffer, leaves uploaded once) and runs graphs node by node
-//! ([`CudaBackend::compute`]); `mul_mat` goes through cuBLAS (SGEMM; other
-//! types converted to F32 first). Not yet on the GPU:
-//! quantized destinations, native F16 GEMM and quantized matmul kernels.
+//! ([`CudaBackend::compute`]); `mul_mat` for every weight type the CPU takes:
+//! cuBLAS SGEMM for F32 weights, `cublasGemmStridedBatchedEx` with F16/BF16
+//! inputs and F32 accumulation for F16/BF16 weights, and for Q4_0 … Q6_K the
+//! activations quantized on the device to the CPU's dot partner bytes and
+//! dotted with the weight blocks by `kernels/mmvq.cu` (the CPU's arithmetic;
+//! one kernel for every batch size, no tensor-core int8 GEMM yet).
+//! Not yet on the GPU: quantized destinations.
 //!
 //! Kernels are CUDA C compiled with NVRTC for the device's compute capability
 //! at first use; they need no CUDA toolkit headers (a small prelude does the
