@@ -30,6 +30,8 @@ pub const MODULES: &[(&str, &str)] = &[
     ("rope", include_str!("../../../kernels/rope.cu")),
     ("rows", include_str!("../../../kernels/rows.cu")),
     ("shape", include_str!("../../../kernels/shape.cu")),
+    ("quantize_act", include_str!("../../../kernels/quantize_act.cu")),
+    ("mmvq", include_str!("../../../kernels/mmvq.cu")),
 ];
 
 /// The source of module `name` as NVRTC compiles it: the prelude, then

@@ -1,15 +1,18 @@
 //! The CUDA executor (cudarc, libraries loaded at run time).
 //!
-//! Status: the foundation. What exists: library probing that turns a missing
+//! What exists: library probing that turns a missing
 //! driver, NVRTC or cuBLAS into [`Error::Unavailable`] before cudarc can panic
 //! ([`probe()`](fn@probe)); the kernel sources (`kernels/*.cu`) with their argument
 //! structs ([`kernels`]); NVRTC compilation cached per (module, arch)
 //! ([`compile`]); [`CudaBackend`], which opens a device and its stream, binds a
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
 //! buffer, leaves uploaded once) and runs graphs node by node
-//! ([`CudaBackend::compute`]); `mul_mat` goes through cuBLAS (SGEMM; other
-//! types converted to F32 first). Not yet on the GPU: native F16 GEMM and
-//! quantized matmul kernels.
+//! ([`CudaBackend::compute`]); `mul_mat` for every weight type the CPU takes:
+//! cuBLAS SGEMM for F32 weights, `cublasGemmStridedBatchedEx` with F16/BF16
+//! inputs and F32 accumulation for F16/BF16 weights, and for Q4_0 … Q6_K the
+//! activations quantized on the device to the CPU's dot partner bytes and
+//! dotted with the weight blocks by `kernels/mmvq.cu` (the CPU's arithmetic;
+//! one kernel for every batch size, no tensor-core int8 GEMM yet).
 //!
 //! Block types (`kernels/quant.cuh`, host side in `quant.rs`): all 12 of them
 //! (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K … Q6_K, Q8_K) are dequantized on

@@ -1,0 +1,310 @@
+//! Quantized weights on the device: the activation rows are quantized to the
+//! weight type's dot partner (`kernels/quantize_act.cu`, the CPU's bytes), then
+//! `kernels/mmvq.cu` computes every output as the CPU does: an exact integer
+//! dot per block, that block's f32 scaling in the CPU's operation order, and
+//! an f32 sum over the blocks (the only step associated differently, so
+//! results agree with the CPU's to float rounding of that sum).
+//!
+//! The same dot kernel serves every batch size: a launch covers tiles of
+//! [`NC`] activation rows (grid y), and each weight unit read is dotted with
+//! every row of its tile. Dequantizing to F32 for an SGEMM at larger batches
+//! was rejected: Q4_1/Q5_1 fold their minimum in through Q8_1's f16-rounded
+//! `s = d·Σq`, which a dequantized GEMM cannot reproduce (it would differ from
+//! the CPU by ~1e-3 of the min term), and the dot path needs no F32 copy of the
+//! weights. A tensor-core int8 GEMM for prefill batches is future work.
+
+use cudarc::driver::{DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+
+use super::super::exec::{cuda_err, Bound};
+use super::super::kernels::KTensor;
+use super::super::{CudaBackend, Device};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+
+/// Activation rows per tile (`RG_MMVQ_NC` in `kernels/mmvq.cu`).
+pub(crate) const NC: i64 = 8;
+/// Threads per block of the dot kernels (`RG_MMVQ_THREADS`).
+pub(crate) const THREADS: u32 = 128;
+/// Bytes per 32 activation values in the device layout of the Q8_0/Q8_1 partners
+/// (`{f16 d, f16 s, i8 qs[32]}`: Q8_1's block; for Q8_0, its block with `s` added).
+pub(crate) const Q8_36: usize = 36;
+
+/// What the kernels need to know about one weight type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QSpec {
+    /// Dot kernel in `kernels/mmvq.cu`.
+    pub kernel: &'static str,
+    /// Alignment (bytes) the kernel's loads need of every weight row.
+    pub align: usize,
+    /// Bytes per weight block.
+    pub block_bytes: usize,
+    /// Values per weight block.
+    pub block_values: usize,
+}
+
+impl QSpec {
+    /// The spec of quantized weight type `w`, or `None` for other types.
+    pub fn of(w: DType) -> Option<QSpec> {
+        let (kernel, align) = match w {
+            DType::Q4_0 => ("rg_mmvq_q4_0", 2),
+            DType::Q4_1 => ("rg_mmvq_q4_1", 4),
+            DType::Q5_0 => ("rg_mmvq_q5_0", 2),
+            DType::Q5_1 => ("rg_mmvq_q5_1", 4),
+            DType::Q8_0 => ("rg_mmvq_q8_0", 2),
+            DType::Q2_K => ("rg_mmvq_q2_k", 4),
+            DType::Q3_K => ("rg_mmvq_q3_k", 2),
+            DType::Q4_K => ("rg_mmvq_q4_k", 16),
+            DType::Q5_K => ("rg_mmvq_q5_k", 16),
+            DType::Q6_K => ("rg_mmvq_q6_k", 2),
+            _ => return None,
+        };
+        Some(QSpec { kernel, align, block_bytes: w.type_size(), block_values: w.block_size() })
+    }
+}
+
+/// The activation layout for weights of type `w`: `(quantize kernel, values
+/// per activation block, bytes per activation block)`.
+pub(crate) fn act_format(w: DType) -> Option<(&'static str, usize, usize)> {
+    match crate::quant::dot::vec_dot_type(w) {
+        DType::Q8_0 | DType::Q8_1 if QSpec::of(w).is_some() => Some(("rg_quantize_q8_1", 32, Q8_36)),
+        DType::Q8_K if QSpec::of(w).is_some() => Some(("rg_quantize_q8_k", 256, DType::Q8_K.type_size())),
+        _ => None,
+    }
+}
+
+/// The dot kernels' parameters (`RgMmvq` in `kernels/mmvq.cu`, 104 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KMmvq {
+    /// Weight byte strides of dims 1..3.
+    pub w_nb: [i64; 3],
+    /// Destination byte strides of dims 1..3 (its `nb0` is 4).
+    pub d_nb: [i64; 3],
+    /// Bytes per quantized activation row.
+    pub act_row: i64,
+    /// Activation rows per batch (`dst.ne[1]`).
+    pub n: i64,
+    /// `dst.ne[2]`.
+    pub ne2: i64,
+    /// Broadcast ratio of the weights over dim 2.
+    pub r2: i64,
+    /// Broadcast ratio of the weights over dim 3.
+    pub r3: i64,
+    /// Weight rows (`dst.ne[0]`).
+    pub m: i64,
+    /// 32-value units per row (`K / 32`).
+    pub units: i32,
+    /// Padding (0).
+    pub pad: i32,
+}
+
+// SAFETY: #[repr(C)] plain data matching the kernels' `RgMmvq` field for field
+// (size checked in the tests below and against the PTX in tests/cuda_matmul.rs).
+unsafe impl DeviceRepr for KMmvq {}
+
+/// The dot kernels' grid for `m` weight rows, `n` activation rows per batch
+/// and `batches` (i2, i3) pairs: `(m, ceil(n / NC), batches)`; an error when
+/// a dimension exceeds CUDA's limits.
+pub(crate) fn grid(m: i64, n: i64, batches: i64) -> Result<(u32, u32, u32)> {
+    let dim = |v: i64, max: i64, what: &str| {
+        u32::try_from(v)
+            .ok()
+            .filter(|&g| i64::from(g) <= max)
+            .ok_or_else(|| Error::Invalid(format!("CUDA mul_mat: {v} {what} exceed the grid's limit of {max}")))
+    };
+    Ok((
+        dim(m, i32::MAX as i64, "weight rows")?,
+        dim(n.max(0).saturating_add(NC - 1) / NC, 65535, "activation tiles")?,
+        dim(batches, 65535, "batches")?,
+    ))
+}
+
+/// The quantize kernels' grid: one warp per activation block, 4 per thread block.
+pub(crate) fn quantize_grid(blocks: i64) -> Result<u32> {
+    u32::try_from((blocks.max(0) as u64).div_ceil(4))
+        .ok()
+        .filter(|&g| g <= i32::MAX as u32)
+        .ok_or_else(|| Error::Invalid(format!("CUDA mul_mat: {blocks} activation blocks exceed one grid")))
+}
+
+/// Quantizes every row of `b` (F32/F16/BF16, any strides) for weights of type
+/// `w` into a new device buffer of packed rows (see [`act_format`]); returns it
+/// with the bytes per row.
+pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound) -> Result<(cudarc::driver::CudaSlice<u8>, usize)> {
+    let (func, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
+    let k = b.l.ne[0];
+    if b.l.dtype.block_size() > 1 {
+        return Err(Error::Unsupported { op: "mul_mat (activations)", dtype: b.l.dtype });
+    }
+    if k % values as i64 != 0 {
+        return Err(Error::shape("mul_mat", format!("{k} values per row are not whole {values}-value blocks")));
+    }
+    let bpr = k / values as i64;
+    let row = bpr as usize * bytes;
+    let rows = b.l.nrows();
+    let total = bpr * rows;
+    let mut out = dev.stream.alloc_zeros::<u8>((row * rows as usize).max(1)).map_err(cuda_err("alloc scratch"))?;
+    if total > 0 {
+        let f = dev.function("quantize_act", func)?;
+        let cfg = LaunchConfig { grid_dim: (quantize_grid(total)?, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let kt = KTensor::of("mul_mat", &b.l)?;
+        let (p, sync) = out.device_ptr_mut(&dev.stream);
+        let mut lb = dev.stream.launch_builder(&f);
+        lb.arg(&p).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);
+        // SAFETY: the arguments are the kernel's (dst, x, tx, bpr, nblocks); x's
+        // extent was checked when it was bound, and dst holds `total` blocks of
+        // `bytes` bytes (rows * row).
+        unsafe { lb.launch(cfg) }.map_err(cuda_err("launch quantize_act"))?;
+        drop(sync);
+    }
+    Ok((out, row))
+}
+
+/// `dst = a · bᵀ` for quantized weights `a` (see the module docs).
+pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    let wt = a.l.dtype;
+    let spec = QSpec::of(wt).ok_or(Error::Unsupported { op: "mul_mat", dtype: wt })?;
+    let (al, bl, d) = (a.l, b.l, dst.l);
+    let k = al.ne[0];
+    if al.block_dim != 0 || (al.ne[0] > spec.block_values as i64 && al.nb[0] != spec.block_bytes) {
+        return Err(Error::Unsupported { op: "mul_mat (weights with strided blocks)", dtype: wt });
+    }
+    let aligned = |v: u64| v.is_multiple_of(spec.align as u64);
+    if !aligned(a.ptr) || (1..4).any(|i| al.ne[i] > 1 && !aligned(al.nb[i] as u64)) {
+        return Err(Error::Unsupported { op: "mul_mat (weights misaligned for the dot kernel)", dtype: wt });
+    }
+    if bl.ne[0] != k || d.ne[0] != al.ne[1] || (1..4).any(|i| d.ne[i] != bl.ne[i]) {
+        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?} into {:?}", al.ne, bl.ne, d.ne)));
+    }
+    if al.ne[2] == 0 || al.ne[3] == 0 || bl.ne[2] % al.ne[2] != 0 || bl.ne[3] % al.ne[3] != 0 {
+        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));
+    }
+    let units = i32::try_from(k / 32).map_err(|_| Error::Invalid(format!("CUDA mul_mat: K = {k} too large")))?;
+    let (mut acts, act_row) = quantize(dev, wt, &b)?;
+    let p = KMmvq {
+        w_nb: [al.nb[1] as i64, al.nb[2] as i64, al.nb[3] as i64],
+        d_nb: [d.nb[1] as i64, d.nb[2] as i64, d.nb[3] as i64],
+        act_row: act_row as i64,
+        n: d.ne[1],
+        ne2: d.ne[2],
+        r2: bl.ne[2] / al.ne[2],
+        r3: bl.ne[3] / al.ne[3],
+        m: d.ne[0],
+        units,
+        pad: 0,
+    };
+    let (gx, gy, gz) = grid(d.ne[0], d.ne[1], d.ne[2] * d.ne[3])?;
+    if gx == 0 || gy == 0 || gz == 0 {
+        return Ok(());
+    }
+    let f = dev.function("mmvq", spec.kernel)?;
+    let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    let (ap, sync) = acts.device_ptr_mut(&dev.stream);
+    let mut lb = dev.stream.launch_builder(&f);
+    lb.arg(&dst.ptr).arg(&a.ptr).arg(&ap).arg(&p);
+    // SAFETY: the arguments are the kernel's (dst, w, act, p). dst is F32 with
+    // nb0 = 4 and the strides in p; w's extent (m rows of K/bs blocks at the
+    // strides in p, broadcast by r2, r3) was checked when bound, with the
+    // alignment its loads need; act holds ne1·ne2·ne3 rows of act_row bytes.
+    unsafe { lb.launch(cfg) }.map_err(cuda_err("launch mmvq"))?;
+    drop(sync);
+    Ok(())
+}
+
+/// The device layout of quantized activation rows as the CPU's bytes: for the
+/// Q8_0 partner, each 36-byte block loses its `s` field; other layouts are the
+/// CPU's already.
+pub(crate) fn to_cpu_layout(w: DType, dev_bytes: &[u8]) -> Vec<u8> {
+    if crate::quant::dot::vec_dot_type(w) != DType::Q8_0 {
+        return dev_bytes.to_vec();
+    }
+    dev_bytes.chunks_exact(Q8_36).flat_map(|b| b[..2].iter().chain(&b[4..]).copied()).collect()
+}
+
+impl CudaBackend {
+    /// Quantizes `x` (rows of `k` values, `x.len() / k` of them) on the device
+    /// exactly as `mul_mat` does for weights of type `w`, and returns the bytes
+    /// the CPU's [`quant::dot::quantize_activations`](crate::quant::dot::quantize_activations)
+    /// writes for them, row after row (for tests and diagnostics).
+    ///
+    /// Errors when `w` is not a quantized weight type, `k` is not a whole
+    /// number of its partner's blocks, or `x.len()` not a multiple of `k`.
+    pub fn quantize_activations(&self, w: DType, x: &[f32], k: usize) -> Result<Vec<u8>> {
+        let dev = &*self.dev;
+        if k == 0 || !x.len().is_multiple_of(k) {
+            return Err(Error::shape("quantize_activations", format!("{} values are not rows of {k}", x.len())));
+        }
+        let rows = (x.len() / k) as i64;
+        let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
+        let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
+        let ptr = {
+            use cudarc::driver::DevicePtr;
+            src.device_ptr(&dev.stream).0
+        };
+        let (out, _) = quantize(dev, w, &Bound { ptr, l })?;
+        let bytes = dev.stream.clone_dtoh(&out).map_err(cuda_err("download"))?;
+        let total = act_format(w).map_or(0, |(_, v, b)| x.len() / v * b);
+        Ok(to_cpu_layout(w, &bytes[..total.min(bytes.len())]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_struct_matches_the_kernel() {
+        assert_eq!(std::mem::size_of::<KMmvq>(), 104);
+    }
+
+    #[test]
+    fn every_quantized_weight_type_has_a_spec() {
+        for &w in crate::quant::dot::WEIGHT_TYPES.iter() {
+            let Some(s) = QSpec::of(w) else {
+                assert!(matches!(w, DType::F32 | DType::F16 | DType::BF16), "{w:?}");
+                assert!(act_format(w).is_none());
+                continue;
+            };
+            assert_eq!(s.block_bytes % s.align, 0, "{w:?}: blocks keep the alignment");
+            assert!(s.align >= w.align(), "{w:?}");
+            assert!(s.kernel.starts_with("rg_mmvq_"));
+            let (_, v, b) = act_format(w).unwrap();
+            assert_eq!(b % 4, 0, "activation quants stay 4-byte aligned");
+            assert_eq!(s.block_values % v, 0);
+            // the kernels' unit is 32 values: one legacy block, or 1/8 super-block
+            assert_eq!(s.block_values % 32, 0);
+        }
+        assert!(QSpec::of(DType::Q8_K).is_none() && QSpec::of(DType::F32).is_none());
+    }
+
+    #[test]
+    fn grid_geometry() {
+        assert_eq!(grid(4096, 1, 1).unwrap(), (4096, 1, 1));
+        assert_eq!(grid(7, 8, 3).unwrap(), (7, 1, 3));
+        assert_eq!(grid(7, 9, 3).unwrap(), (7, 2, 3));
+        assert_eq!(grid(7, 40, 6).unwrap(), (7, 5, 6));
+        assert_eq!(grid(0, 3, 1).unwrap(), (0, 1, 1));
+        assert!(grid(1 << 31, 1, 1).is_err());
+        assert!(grid(1, 65536 * NC, 1).is_err());
+        assert!(grid(1, 1, 65536).is_err());
+        assert_eq!(quantize_grid(0).unwrap(), 0);
+        assert_eq!(quantize_grid(5).unwrap(), 2);
+        assert!(quantize_grid(i64::MAX).is_err());
+    }
+
+    #[test]
+    fn q8_0_layout_drops_s() {
+        let mut dev = vec![0u8; 2 * Q8_36];
+        for (i, b) in dev.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let cpu = to_cpu_layout(DType::Q4_0, &dev);
+        assert_eq!(cpu.len(), 2 * 34);
+        assert_eq!(&cpu[..2], &[0, 1]);
+        assert_eq!(&cpu[2..34], &dev[4..36]);
+        assert_eq!(&cpu[34..36], &[36, 37]);
+        assert_eq!(to_cpu_layout(DType::Q4_1, &dev), dev);
+        assert_eq!(to_cpu_layout(DType::Q4_K, &dev), dev);
+    }
+}

@@ -1,0 +1,234 @@
+//! `mul_mat` on the device: `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`
+//! (ggml's broadcast of `a`, the weights, over dims 2 and 3), computing the
+//! function the CPU backend computes, by weight type:
+//!
+//! - **F32**: cuBLAS SGEMM on F32 operands (strided activations, or F16/BF16
+//!   ones, are first copied to packed F32).
+//! - **F16, BF16**: the activations are rounded to the weight type (as ggml
+//!   and the CPU do; a copy kernel, which also packs strided rows), then
+//!   `cublasGemmStridedBatchedEx` with 16-bit inputs, F32 accumulation
+//!   (`CUBLAS_COMPUTE_32F`) and F32 output. The products of two 16-bit values
+//!   are exact in f32, so only the summation order differs from the CPU.
+//! - **Q4_0 … Q6_K**: [`mmvq`]: the activations quantized on the device to the
+//!   weight type's dot partner (Q8_0, Q8_1 or Q8_K, the CPU's bytes), then block
+//!   dot products with the CPU's integer-sum-then-scale arithmetic, for every
+//!   batch size (see [`mmvq`]'s docs for why not a dequantized GEMM).
+//!
+//! The GEMMs run once per `i3` as one strided batch over `i2` (per `(i3, a's
+//! i2)` when `a` is broadcast over dim 2); the dot kernels take the broadcast
+//! in their grid.
+
+pub(crate) mod mmvq;
+
+use std::ffi::{c_int, c_void};
+
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+use super::exec::{copy, to_f32_rows, Bound};
+use super::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+
+/// The element type of a GEMM's inputs (the output is always F32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemmType {
+    /// F32 inputs (SGEMM).
+    F32,
+    /// IEEE half inputs, F32 accumulation.
+    F16,
+    /// bfloat16 inputs, F32 accumulation.
+    BF16,
+}
+
+impl GemmType {
+    /// The GEMM that weights of type `w` go through, if any.
+    pub(crate) fn of(w: DType) -> Option<GemmType> {
+        match w {
+            DType::F32 => Some(GemmType::F32),
+            DType::F16 => Some(GemmType::F16),
+            DType::BF16 => Some(GemmType::BF16),
+            _ => None,
+        }
+    }
+    pub(crate) fn dtype(self) -> DType {
+        match self {
+            GemmType::F32 => DType::F32,
+            GemmType::F16 => DType::F16,
+            GemmType::BF16 => DType::BF16,
+        }
+    }
+    fn cuda(self) -> cudaDataType {
+        match self {
+            GemmType::F32 => cudaDataType::CUDA_R_32F,
+            GemmType::F16 => cudaDataType::CUDA_R_16F,
+            GemmType::BF16 => cudaDataType::CUDA_R_16BF,
+        }
+    }
+}
+
+/// True if `l` is of type `t` with packed rows whose strides cuBLAS can take
+/// (every stride a whole number of elements).
+pub(crate) fn gemm_ready(b: &Bound, t: DType) -> bool {
+    let (l, size) = (&b.l, t.type_size());
+    l.dtype == t
+        && l.nb[0] == size
+        && l.nb.iter().all(|n| n.is_multiple_of(size))
+        && (l.ne[1] <= 1 || l.nb[1] >= size * l.ne[0] as usize)
+        && b.ptr.is_multiple_of(size as u64)
+}
+
+/// A scratch copy kept alive until its GEMM is queued.
+enum Scratch {
+    F32(#[allow(dead_code)] CudaSlice<f32>),
+    U16(#[allow(dead_code)] CudaSlice<u16>),
+}
+
+/// `b` itself if cuBLAS can read it as type `t`, else a packed copy of it
+/// converted (rounded) to `t`, kept alive by the returned scratch.
+fn as_gemm_operand(dev: &Device, b: Bound, t: GemmType) -> Result<(Bound, Option<Scratch>)> {
+    if gemm_ready(&b, t.dtype()) {
+        return Ok((b, None));
+    }
+    if t == GemmType::F32 {
+        let (buf, l) = to_f32_rows(dev, &b)?;
+        let ptr = buf.device_ptr(&dev.stream).0;
+        return Ok((Bound { ptr, l }, Some(Scratch::F32(buf))));
+    }
+    let n = b.l.nelements().max(1) as usize;
+    let buf = dev.stream.alloc_zeros::<u16>(n).map_err(|e| Error::Invalid(format!("cuda alloc: {e:?}")))?;
+    let ptr = buf.device_ptr(&dev.stream).0;
+    let packed = Bound { ptr, l: Layout::contiguous(t.dtype(), b.l.ne)? };
+    copy(dev, packed, b)?;
+    Ok((packed, Some(Scratch::U16(buf))))
+}
+
+fn int(v: i64, what: &str) -> Result<c_int> {
+    c_int::try_from(v).map_err(|_| Error::Invalid(format!("mul_mat: {what} = {v} exceeds cuBLAS's int range")))
+}
+
+/// Leading dimension (in elements of `size` bytes) of a matrix with `rows`
+/// rows of `cols` values at byte stride `nb1`.
+pub(crate) fn ld(rows: i64, cols: i64, nb1: usize, size: usize) -> i64 {
+    if rows <= 1 {
+        cols.max(1)
+    } else {
+        (nb1 / size) as i64
+    }
+}
+
+pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    let d = dst.l;
+    if d.dtype != DType::F32 || !gemm_ready(&dst, DType::F32) {
+        return Err(Error::Unsupported { op: "mul_mat", dtype: d.dtype });
+    }
+    if d.is_empty() {
+        return Ok(());
+    }
+    match GemmType::of(a.l.dtype) {
+        Some(t) => gemm(dev, dst, a, b, t),
+        None if mmvq::QSpec::of(a.l.dtype).is_some() => mmvq::mul_mat_q(dev, dst, a, b),
+        None => Err(Error::Unsupported { op: "mul_mat", dtype: a.l.dtype }),
+    }
+}
+
+/// Float weights: one cuBLAS strided-batched GEMM per `i3` (per `(i3, a's
+/// i2)` under broadcast), inputs of type `t`, F32 accumulation and output.
+fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()> {
+    let d = dst.l;
+    // F16/BF16 weights meet activations rounded to their type (as ggml and the CPU)
+    let (a, _keep_a) = as_gemm_operand(dev, a, t)?;
+    let (b, _keep_b) = as_gemm_operand(dev, b, t)?;
+    let (al, bl) = (a.l, b.l);
+    if al.ne[2] == 0 || al.ne[3] == 0 || bl.ne[2] % al.ne[2] != 0 || bl.ne[3] % al.ne[3] != 0 {
+        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));
+    }
+    let size = t.dtype().type_size();
+    let (r2, r3) = (bl.ne[2] / al.ne[2], bl.ne[3] / al.ne[3]);
+    let (m, n, k) = (int(d.ne[0], "m")?, int(d.ne[1], "n")?, int(al.ne[0], "k")?);
+    let lda = int(ld(al.ne[1], al.ne[0], al.nb[1], size), "lda")?;
+    let ldb = int(ld(bl.ne[1], bl.ne[0], bl.nb[1], size), "ldb")?;
+    let ldc = int(ld(d.ne[1], d.ne[0], d.nb[1], 4), "ldc")?;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let handle = *dev.blas.handle();
+    let gemm = |pa: u64, sa: i64, pb: u64, sb: i64, pc: u64, sc: i64, batch: i64| -> Result<()> {
+        // SAFETY: every pointer addresses an operand of the stated type checked
+        // to lie in device memory with the leading dimensions and batch strides
+        // given (rows of k values for a and b, of m f32 values for dst);
+        // alpha/beta are host f32 (COMPUTE_32F); cuBLAS runs on the backend's
+        // stream, ordered with the kernels.
+        unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                handle,
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                m,
+                n,
+                k,
+                (&alpha as *const f32).cast::<c_void>(),
+                pa as *const c_void,
+                t.cuda(),
+                lda,
+                sa,
+                pb as *const c_void,
+                t.cuda(),
+                ldb,
+                sb,
+                (&beta as *const f32).cast::<c_void>(),
+                pc as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                ldc,
+                sc,
+                int(batch, "batch")?,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| Error::Invalid(format!("cuBLAS GEMM ({t:?}): {e:?}")))
+    };
+    let (a2, b2, c2) = ((al.nb[2] / size) as i64, (bl.nb[2] / size) as i64, (d.nb[2] / 4) as i64);
+    for i3 in 0..d.ne[3] {
+        let pa3 = a.ptr + ((i3 / r3) as usize * al.nb[3]) as u64;
+        let pb3 = b.ptr + (i3 as usize * bl.nb[3]) as u64;
+        let pc3 = dst.ptr + (i3 as usize * d.nb[3]) as u64;
+        if r2 == 1 {
+            gemm(pa3, a2, pb3, b2, pc3, c2, d.ne[2])?;
+        } else {
+            // one a matrix against r2 consecutive b matrices: a's batch stride 0
+            for ia2 in 0..al.ne[2] {
+                let i2 = (ia2 * r2) as usize;
+                let pa = pa3 + (ia2 as usize * al.nb[2]) as u64;
+                gemm(pa, 0, pb3 + (i2 * bl.nb[2]) as u64, b2, pc3 + (i2 * d.nb[2]) as u64, c2, r2)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_types() {
+        assert_eq!(GemmType::of(DType::F16), Some(GemmType::F16));
+        assert_eq!(GemmType::of(DType::BF16).map(GemmType::dtype), Some(DType::BF16));
+        assert_eq!(GemmType::of(DType::Q4_0), None);
+    }
+
+    #[test]
+    fn gemm_ready_and_leading_dimensions() {
+        let l = Layout::contiguous(DType::F16, [6, 3, 2, 1]).unwrap();
+        assert!(gemm_ready(&Bound { ptr: 256, l }, DType::F16));
+        assert!(!gemm_ready(&Bound { ptr: 256, l }, DType::F32));
+        assert!(!gemm_ready(&Bound { ptr: 257, l }, DType::F16));
+        let mut t = l;
+        t.nb.swap(0, 1); // transposed
+        assert!(!gemm_ready(&Bound { ptr: 256, l: t }, DType::F16));
+        assert_eq!(ld(3, 6, 12, 2), 6);
+        assert_eq!(ld(1, 6, 999, 2), 6);
+        assert_eq!(ld(3, 6, 64, 4), 16);
+        assert_eq!(ld(0, 0, 0, 4), 1);
+    }
+}

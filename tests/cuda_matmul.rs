@@ -1,0 +1,298 @@
+//! CUDA `mul_mat` against the CPU backend for every weight type, at odd sizes
+//! (K whole blocks but not a multiple of 256 where the type allows, M a
+//! multiple of no tile, N = 1, 3, 8, 9, 40 across the dot kernels' 8-row
+//! tiles), broadcast batches, transposed activations, strided weights and F16
+//! activations; and the device's activation quantization against the CPU's
+//! bytes. Without a device the CUDA half prints `SKIP: …` and passes
+//! (`RGML_REQUIRE_CUDA=1` makes it a failure).
+//!
+//! # Tolerance
+//! `|cuda - cpu| ≤ 2e-5 · Σ_k |w_k|·|x_k|` (weights as stored, activations in
+//! f32). Both backends compute the same terms exactly: for block types the
+//! same quantized activations (checked byte for byte below), the same exact
+//! integer dot per block and the same f32 scaling ops per block; for F16/BF16
+//! exact products of 16-bit values. They differ only in the order of the f32
+//! sum over blocks (the CPU's SIMD lanes, the GPU's per-thread sums and tree;
+//! cuBLAS's own order), an error below `(lanes + log2 terms)·2⁻²⁴·Σ|terms|`,
+//! about 1e-6 here. 2e-5 leaves room for cuBLAS's split-K orders yet is far
+//! below what a wrong quant, scale or broadcast index produces.
+
+use rgml::quant::{self, dot};
+use rgml::{Context, CpuBackend, CudaBackend, DType, Error, Graph};
+
+fn vals(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn cuda() -> Option<CudaBackend> {
+    match CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(matches!(e, Error::Unavailable { .. }), "CudaBackend::new must fail with Unavailable: {e}");
+            if std::env::var("RGML_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+                panic!("RGML_REQUIRE_CUDA=1 but {e}");
+            }
+            println!("SKIP: CUDA: {e}");
+            None
+        }
+    }
+}
+
+const TYPES: [DType; 13] = dot::WEIGHT_TYPES;
+
+/// A K for `wt`: whole blocks, and not a multiple of 256 where the type allows.
+fn odd_k(wt: DType) -> usize {
+    match wt.block_size() {
+        256 => 768,
+        32 => 416,
+        _ => 200,
+    }
+}
+
+/// `rows` rows of `k` values stored as `wt`, and the stored values back in f32.
+fn weights(wt: DType, k: usize, rows: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    let v = vals(k * rows, seed);
+    let rs = wt.row_size(k as i64).unwrap();
+    let (mut bytes, mut back) = (vec![0u8; rs * rows], vec![0f32; k * rows]);
+    for ((src, q), d) in v.chunks(k).zip(bytes.chunks_mut(rs)).zip(back.chunks_mut(k)) {
+        quant::quantize_row(wt, src, q).unwrap();
+        quant::dequantize_row(wt, q, d).unwrap();
+    }
+    (bytes, back)
+}
+
+struct Case {
+    wt: DType,
+    k: usize,
+    m: usize,
+    n: usize,
+    /// a's (ne2, ne3) and b's ratio over them
+    batch: [i64; 2],
+    ratio: [i64; 2],
+    transposed_b: bool,
+    /// weights as every other row of a 2m-row tensor
+    strided_a: bool,
+    f16_b: bool,
+}
+
+impl Case {
+    fn new(wt: DType, n: usize) -> Case {
+        Case {
+            wt,
+            k: odd_k(wt),
+            m: 37,
+            n,
+            batch: [1, 1],
+            ratio: [1, 1],
+            transposed_b: false,
+            strided_a: false,
+            f16_b: false,
+        }
+    }
+}
+
+/// Runs `c` on the CPU and (when present) the GPU and compares.
+fn check(gpu: Option<&CudaBackend>, c: &Case) {
+    let (k, m, n) = (c.k, c.m, c.n);
+    let (a2, a3) = (c.batch[0], c.batch[1]);
+    let (b2, b3) = (a2 * c.ratio[0], a3 * c.ratio[1]);
+    let mats = (a2 * a3) as usize;
+    let arows = if c.strided_a { 2 * m } else { m };
+    let (abytes, aw) = weights(c.wt, k, arows * mats, 7 + k as u64 + m as u64);
+    let bv = vals(k * n * (b2 * b3) as usize, 3 + n as u64);
+    let mut ctx = Context::new();
+    let full = ctx.new_tensor(c.wt, &[k as i64, arows as i64, a2, a3]).unwrap();
+    ctx.set_bytes(full, &abytes).unwrap();
+    let a = if c.strided_a {
+        let rs = c.wt.row_size(k as i64).unwrap();
+        ctx.view_4d(full, [k as i64, m as i64, a2, a3], [2 * rs, arows * rs, arows * rs * a2 as usize], rs).unwrap()
+    } else {
+        full
+    };
+    let b = if c.transposed_b {
+        let bt: Vec<f32> = (0..(b2 * b3) as usize)
+            .flat_map(|bb| {
+                let bv = &bv;
+                (0..k).flat_map(move |kk| (0..n).map(move |j| bv[bb * k * n + j * k + kk]))
+            })
+            .collect();
+        let t = ctx.new_f32(&[n as i64, k as i64, b2, b3], &bt).unwrap();
+        ctx.transpose(t).unwrap()
+    } else if c.f16_b {
+        let t = ctx.new_tensor(DType::F16, &[k as i64, n as i64, b2, b3]).unwrap();
+        let h: Vec<u16> = bv.iter().map(|&x| quant::f32_to_f16(x)).collect();
+        ctx.set_bytes(t, bytemuck_bytes(&h)).unwrap();
+        t
+    } else {
+        ctx.new_f32(&[k as i64, n as i64, b2, b3], &bv).unwrap()
+    };
+    let out = ctx.mul_mat(a, b).unwrap();
+    let g = Graph::build(&ctx, &[out]).unwrap();
+    let want = CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, out).unwrap();
+    let Some(gpu) = gpu else { return };
+    let name = format!(
+        "{:?} k={k} m={m} n={n} batch={:?}x{:?} tb={} sa={} f16b={}",
+        c.wt, c.batch, c.ratio, c.transposed_b, c.strided_a, c.f16_b
+    );
+    let st = gpu.run(&ctx, &g).unwrap_or_else(|e| panic!("{name}: CUDA run failed: {e}"));
+    let got = st.read_f32(&ctx, out).unwrap();
+    assert_eq!(got.len(), want.len(), "{name}");
+    let row = |i0: usize, i2: usize, i3: usize| {
+        let mat = (i3 / c.ratio[1] as usize) * a2 as usize + i2 / c.ratio[0] as usize;
+        let r = mat * arows + if c.strided_a { 2 * i0 + 1 } else { i0 };
+        &aw[r * k..(r + 1) * k]
+    };
+    let mut worst = 0f64;
+    for i3 in 0..b3 as usize {
+        for i2 in 0..b2 as usize {
+            for i1 in 0..n {
+                let x = &bv[((i3 * b2 as usize + i2) * n + i1) * k..][..k];
+                for i0 in 0..m {
+                    let at = ((i3 * b2 as usize + i2) * n + i1) * m + i0;
+                    let mag: f64 = row(i0, i2, i3).iter().zip(x).map(|(w, v)| f64::from((w * v).abs())).sum();
+                    let err = f64::from((got[at] - want[at]).abs());
+                    assert!(
+                        err <= 2e-5 * mag + 1e-30,
+                        "{name}: [{i0},{i1},{i2},{i3}] cuda {} vs cpu {} (Σ|terms| {mag})",
+                        got[at],
+                        want[at]
+                    );
+                    worst = worst.max(err / mag.max(1e-30));
+                }
+            }
+        }
+    }
+    println!("ok: {name} (worst error {worst:.2e} of Σ|terms|)");
+}
+
+fn bytemuck_bytes(h: &[u16]) -> &[u8] {
+    // SAFETY: u16 has no padding and u8 alignment is 1; the length covers h exactly.
+    unsafe { std::slice::from_raw_parts(h.as_ptr().cast::<u8>(), std::mem::size_of_val(h)) }
+}
+
+#[test]
+fn every_weight_type_every_tile_shape() {
+    let gpu = cuda();
+    for wt in TYPES {
+        for n in [1, 3, 8, 9, 40] {
+            check(gpu.as_ref(), &Case::new(wt, n));
+        }
+    }
+}
+
+#[test]
+fn broadcast_batches_and_transposed_activations() {
+    let gpu = cuda();
+    for wt in TYPES {
+        for n in [1, 9] {
+            check(gpu.as_ref(), &Case { batch: [2, 1], ratio: [3, 2], ..Case::new(wt, n) });
+            check(gpu.as_ref(), &Case { batch: [1, 2], ratio: [2, 1], transposed_b: true, ..Case::new(wt, n) });
+        }
+    }
+}
+
+#[test]
+fn strided_weights_f16_activations_and_small_k() {
+    let gpu = cuda();
+    for wt in TYPES {
+        check(gpu.as_ref(), &Case { strided_a: true, ..Case::new(wt, 3) });
+        check(gpu.as_ref(), &Case { f16_b: true, ..Case::new(wt, 9) });
+        // one block per row (one super-block for the k-quants)
+        check(gpu.as_ref(), &Case { k: wt.block_size().max(32), m: 5, ..Case::new(wt, 2) });
+    }
+}
+
+/// Activations with ties, zero blocks, tiny and huge values (all finite).
+fn nasty_finite(n: usize, seed: u64) -> Vec<f32> {
+    let v = vals(n, seed);
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| match (i / 32) % 6 {
+            0 => 0.0,
+            1 => (x * 8.0).round() / 8.0 * 127.0,
+            2 => x * 1e-30,
+            3 => x * 3e30,
+            _ => x,
+        })
+        .collect()
+}
+
+#[test]
+fn activation_quantization_matches_the_cpu_bytes() {
+    let Some(gpu) = cuda() else { return };
+    for wt in TYPES.into_iter().filter(|t| t.is_quantized()) {
+        let pt = dot::vec_dot_type(wt);
+        let k = 768;
+        let x = nasty_finite(3 * k, wt as u64 + 5);
+        let mut want = vec![0u8; 3 * pt.row_size(k as i64).unwrap()];
+        for (src, dst) in x.chunks(k).zip(want.chunks_mut(pt.row_size(k as i64).unwrap())) {
+            dot::quantize_activations(wt, src, dst).unwrap();
+        }
+        let got = gpu.quantize_activations(wt, &x, k).unwrap();
+        assert_eq!(got, want, "{wt:?} → {pt:?}");
+        // non-finite values: the quants (and Q8_K's bytes) match; f16 NaN payloads may not
+        let mut y = vals(3 * k, 99);
+        for (i, v) in y.iter_mut().enumerate() {
+            match i % 97 {
+                0 => *v = f32::NAN,
+                1 => *v = f32::INFINITY,
+                2 => *v = -f32::INFINITY,
+                _ => {}
+            }
+        }
+        let mut want = vec![0u8; want.len()];
+        for (src, dst) in y.chunks(k).zip(want.chunks_mut(pt.row_size(k as i64).unwrap())) {
+            dot::quantize_activations(wt, src, dst).unwrap();
+        }
+        let got = gpu.quantize_activations(wt, &y, k).unwrap();
+        if pt == DType::Q8_K {
+            assert_eq!(got, want, "{wt:?}: non-finite");
+            continue;
+        }
+        let bs = pt.type_size();
+        let head = bs - 32;
+        for (g, w) in got.chunks(bs).zip(want.chunks(bs)) {
+            assert_eq!(g[head..], w[head..], "{wt:?}: non-finite quants");
+            for f in 0..head / 2 {
+                let (hg, hw) = (
+                    quant::f16_to_f32(u16::from_le_bytes([g[2 * f], g[2 * f + 1]])),
+                    quant::f16_to_f32(u16::from_le_bytes([w[2 * f], w[2 * f + 1]])),
+                );
+                assert!(hg == hw || (hg.is_nan() && hw.is_nan()), "{wt:?}: field {f}: {hg} vs {hw}");
+            }
+        }
+    }
+    println!("ok: activation quantization on {gpu:?}");
+}
+
+#[test]
+fn quantize_activations_rejects_bad_input() {
+    let Some(gpu) = cuda() else { return };
+    assert!(gpu.quantize_activations(DType::F16, &[0.0; 32], 32).is_err());
+    assert!(gpu.quantize_activations(DType::Q4_0, &[0.0; 48], 48).is_err());
+    assert!(gpu.quantize_activations(DType::Q4_K, &[0.0; 64], 32).is_err());
+    assert!(gpu.quantize_activations(DType::Q4_0, &[0.0; 33], 32).is_err());
+}
+
+/// The dot kernels' parameter struct is 104 bytes in the PTX too (no GPU
+/// needed, only NVRTC; skipped without it).
+#[test]
+fn mmvq_parameter_size_in_ptx() {
+    match rgml::backend::cuda::compile("mmvq", "compute_90") {
+        Ok(ptx) => {
+            let src = ptx.to_src();
+            for name in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"] {
+                let want = format!(".param .align 8 .b8 rg_mmvq_{name}_param_3[104]");
+                assert!(src.contains(&want), "missing {want}");
+            }
+            assert!(!src.contains(".local"), "a dot kernel spills to local memory");
+        }
+        Err(e) => println!("SKIP: NVRTC: {e}"),
+    }
+}
