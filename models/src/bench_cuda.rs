@@ -235,20 +235,11 @@ mod tests {
     #[test]
     fn row_names_match_torch_bench() {
         let names: Vec<String> = specs(&Sizes::default()).into_iter().map(|s| s.name).collect();
-        let want = [
-            "W1",
-            "W2b",
-            "W3",
-            "W7",
-            "MM-f16-8192",
-            "MM-bf16-8192",
-            "MV-q4_0-4096",
-            "MV-q4_0-16384",
-            "W6",
-            "overhead",
-        ];
+        let want =
+            ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384", "W6", "overhead"];
         assert_eq!(names, want);
-        let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();
+        let script =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();
         for n in ["copy", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
             assert!(script.contains(&format!("\"{n}")), "torch_bench.py has no row {n}");
         }

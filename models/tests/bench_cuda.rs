@@ -30,7 +30,7 @@ fn bench_rejects_bad_options_before_running() {
     for (args, msg) in [
         (&["bench", "--device", "1"][..], "--device needs --backend cuda"),
         (&["bench", "--n", "0"], "out of range"),
-        (&["bench", "--backend", "cuda", "--n", "-5"], "out of range"),
+        (&["bench", "--backend", "cuda", "--n=-5"], "out of range"),
         (&["bench", "--backend", "cuda", "--llama"], "CPU only"),
         (&["bench", "--backend", "tpu"], "invalid value"),
     ] {
