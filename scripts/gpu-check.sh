@@ -2,15 +2,28 @@
 # CUDA checks for a lent GPU machine (which has no Rust toolchain).
 #
 # 1. Here (with cargo):      scripts/gpu-check.sh --build
-#    builds the CUDA test binaries in release mode and copies them, stripped,
-#    to .dev/bin/ (git-ignored; carry it to the GPU machine).
+#    builds the CUDA test binaries and the `rgml` CLI in release mode and copies
+#    them, stripped, to .dev/bin/ (git-ignored; carry it to the GPU machine).
 # 2. On the GPU machine:     bash scripts/gpu-check.sh
 #    (with the device tool: command "bash scripts/gpu-check.sh", carry [".dev/bin"])
-#    finds libcuda / libnvrtc / libcublas, runs every binary with
-#    RGML_REQUIRE_CUDA=1 RGML_REQUIRE_NVRTC=1 (a skip is a failure there), and
-#    prints one line per test and a summary. Full logs go to $OUT/gpu-check/
-#    when $OUT is set (the device tool brings them back), else /tmp/gpu-check/.
-# Exit status: 0 when every test passed.
+#    finds libcuda / libnvrtc / libcublas, then runs these stages, each under
+#    its own `timeout` and all within GPU_CHECK_BUDGET seconds (default 540;
+#    a stage that would not fit is skipped and says so):
+#      tests  every test binary with RGML_REQUIRE_CUDA=1 RGML_REQUIRE_NVRTC=1
+#             (a skip is a failure there), one line per test
+#      eval   rgml eval --backend cuda on tests/fixtures/graph_cases_dev.jsonl
+#             (expects "80 passed, 0 failed")
+#      llama  rgml run --backend cuda on the tiny F32 llama, logits against
+#             llama.cpp's (max abs diff <= 1e-4)
+#      bench  rgml bench --backend cuda --json
+#      torch  scripts/torch_bench.py, when torch imports and sees the GPU
+#    and ends with a table: workload, rgml, torch, ratio, target, pass/fail.
+#    GPU_CHECK_STAGES="eval bench" (say) runs only those stages.
+#    Full logs go to $OUT/gpu-check/ when $OUT is set (the device tool brings
+#    them back), else /tmp/gpu-check/.
+# Exit status: 0 when every test, eval case, the llama comparison and every
+# bench workload passed or ran; a performance target missed is reported in the
+# table but does not change it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/bin
@@ -30,6 +43,9 @@ for line in sys.stdin:
         shutil.copy(m["executable"], sys.argv[1] + "/" + name)
         print(sys.argv[1] + "/" + name)
 ' "$BIN"
+    cargo build --release -p rgml-models --bin rgml
+    cp target/release/rgml "$BIN/rgml"
+    echo "$BIN/rgml"
     for f in "$BIN"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
     ls -l "$BIN"
     du -sh "$BIN"
@@ -39,6 +55,9 @@ fi
 LOG=${OUT:+$OUT/gpu-check}
 LOG=${LOG:-/tmp/gpu-check}
 mkdir -p "$LOG"
+T0=$SECONDS
+BUDGET=${GPU_CHECK_BUDGET:-540}
+STAGES=" ${GPU_CHECK_STAGES:-tests eval llama bench torch} "
 
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(nvidia-smi not available)"
@@ -83,14 +102,50 @@ if ! compgen -G "$BIN/*" >/dev/null; then
     exit 2
 fi
 
-echo "== tests"
-pass=0; fail=0; rc=0
+want() { [[ "$STAGES" == *" $1 "* ]]; }
+
+# limit WANTED: WANTED seconds, or what is left of the budget (less 15 s for the
+# table); 0 when under 10 s would be left.
+limit() {
+    local left=$((BUDGET - (SECONDS - T0) - 15))
+    [ "$left" -gt "$1" ] && left=$1
+    [ "$left" -lt 10 ] && left=0
+    echo "$left"
+}
+
+# timed LOGFILE SECONDS CMD...: runs CMD under `timeout` (output to LOGFILE),
+# prints how it ended; returns its status (124: timed out, 125: no time left).
+timed() {
+    local log=$1 secs start st
+    secs=$(limit "$2")
+    shift 2
+    if [ "$secs" -eq 0 ]; then
+        echo "SKIPPED: the ${BUDGET}s budget is spent" >"$log"
+        return 125
+    fi
+    start=$SECONDS
+    timeout -k 10 "$secs" "$@" >"$log" 2>&1
+    st=$?
+    if [ $st -eq 124 ] || [ $st -eq 137 ]; then
+        echo "  TIMED OUT after ${secs}s (log: $log)"
+    else
+        echo "  exit $st in $((SECONDS - start))s (log: $log)"
+    fi
+    return $st
+}
+
+rc=0
+results=()   # one "stage: result" line each, for the summary
+
+pass=0; fail=0
 run() {   # run NAME FILTER...
     local name=$1; shift
     [ -x "$BIN/$name" ] || { printf '  %-20s MISSING\n' "$name"; fail=$((fail + 1)); rc=1; return; }
-    local log="$LOG/$name.log" start end
+    local log="$LOG/$name.log" secs start end
+    secs=$(limit 300)
+    if [ "$secs" -eq 0 ]; then printf '  %-20s SKIPPED (budget spent)\n' "$name"; fail=$((fail + 1)); rc=1; return; fi
     start=$(date +%s.%N)
-    timeout 300 "$BIN/$name" "$@" --test-threads=1 >"$log" 2>&1
+    timeout -k 10 "$secs" "$BIN/$name" "$@" --test-threads=1 >"$log" 2>&1
     local st=$?
     end=$(date +%s.%N)
     [ $st -ne 0 ] && rc=1
@@ -100,11 +155,100 @@ run() {   # run NAME FILTER...
     done < <(grep -E '^test .* \.\.\. ' "$log")
     printf '  %-20s exit %d in %.1fs (log: %s)\n' "$name" "$st" "$(awk -v a="$start" -v b="$end" 'BEGIN{print b-a}')" "$log"
     if [ $st -ne 0 ]; then
+        [ $st -eq 124 ] && echo "      TIMED OUT after ${secs}s"
         grep -E -A2 "panicked" "$log" | head -n 30 | sed 's/^/      /'
     fi
 }
-run cuda_kernels_compile
-run cuda_ops
-run rgml_lib backend::cuda
-echo "== summary: $pass passed, $fail failed"
+if want tests; then
+    echo "== tests"
+    run cuda_kernels_compile
+    run cuda_ops
+    run rgml_lib backend::cuda
+    echo "== tests: $pass passed, $fail failed"
+    results+=("tests: $pass passed, $fail failed")
+fi
+
+RGML=$BIN/rgml
+have_rgml() {
+    [ -x "$RGML" ] && return 0
+    echo "  FAIL: no $RGML (run 'scripts/gpu-check.sh --build' on the build machine)"
+    return 1
+}
+
+if want eval; then
+    echo "== eval: rgml eval --backend cuda tests/fixtures/graph_cases_dev.jsonl"
+    res=FAIL; last=""
+    if have_rgml; then
+        timed "$LOG/eval.log" 150 "$RGML" eval --backend cuda tests/fixtures/graph_cases_dev.jsonl
+        last=$(tail -n 1 "$LOG/eval.log")
+        grep -E '^FAIL ' "$LOG/eval.log" | head -n 20 | sed 's/^/    /'
+        echo "  $last"
+        [ "$last" = "80 passed, 0 failed" ] && res=PASS
+    fi
+    [ $res = PASS ] || rc=1
+    results+=("eval: $res (${last:-no output})")
+fi
+
+if want llama; then
+    echo "== llama: tiny llama F32 on CUDA vs llama.cpp's logits"
+    res=FAIL
+    fx=tests/fixtures/tiny_llama
+    if have_rgml; then
+        tokens=$(tr -d '[] \n' <"$fx/tokens.json")
+        rm -f "$LOG/tiny_llama_cuda.f32"
+        timed "$LOG/llama.log" 90 "$RGML" run "$fx/tiny_llama_f32.gguf" --backend cuda \
+            --tokens "$tokens" --logits "$LOG/tiny_llama_cuda.f32"
+        # max abs diff of two little-endian f32 files of the same length
+        if python3 - "$LOG/tiny_llama_cuda.f32" "$fx/logits_f32_llamacpp.f32" <<'PY'; then res=PASS; fi
+import array, sys
+try:
+    got, want = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+except OSError as e:
+    print(f"  no logits: {e}"); sys.exit(1)
+if sys.byteorder != "little":
+    got.byteswap(); want.byteswap()
+if len(got) != len(want):
+    print(f"  {len(got)} logits, llama.cpp has {len(want)}"); sys.exit(1)
+d = max((abs(a - b) for a, b in zip(got, want)), default=float("nan"))
+print(f"  {len(got)} logits, max abs diff {d:.3g} (limit 1e-4)")
+sys.exit(0 if d <= 1e-4 else 1)
+PY
+    fi
+    [ $res = PASS ] || { rc=1; tail -n 5 "$LOG/llama.log" 2>/dev/null | sed 's/^/    /'; }
+    results+=("llama: $res")
+fi
+
+if want bench; then
+    echo "== bench: rgml bench --backend cuda --json"
+    res=FAIL
+    if have_rgml; then
+        timed "$LOG/bench_rgml.err" 240 bash -c '"$1" bench --backend cuda --json >"$2"' _ "$RGML" "$LOG/bench_rgml.jsonl" && res=ran
+        grep -v '^{' "$LOG/bench_rgml.err" | tail -n 8 | sed 's/^/    /'
+    fi
+    [ $res = ran ] || rc=1
+    results+=("bench: $res")
+fi
+
+if want torch; then
+    echo "== torch: scripts/torch_bench.py"
+    if timeout 90 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+        timed "$LOG/bench_torch.err" 200 bash -c 'python3 scripts/torch_bench.py >"$1"' _ "$LOG/bench_torch.jsonl"
+        st=$?
+        tail -n 3 "$LOG/bench_torch.err" | sed 's/^/    /'
+        results+=("torch: exit $st")
+    else
+        echo "  torch does not import or sees no GPU: no torch column"
+        rm -f "$LOG/bench_torch.jsonl"
+        results+=("torch: not available")
+    fi
+fi
+
+if want bench; then
+    echo "== table (rgml bench --backend cuda vs PyTorch, same machine, same run)"
+    python3 scripts/bench_table.py "$LOG/bench_rgml.jsonl" "$LOG/bench_torch.jsonl" | tee "$LOG/table.txt"
+fi
+
+echo "== summary"
+for r in "${results[@]}"; do echo "  $r"; done
+echo "  exit $rc (logs: $LOG)"
 exit $rc

@@ -25,7 +25,12 @@ pub struct Workload {
 
 impl Workload {
     fn new(name: &'static str, what: String, ctx: Context, output: TensorId) -> Result<Workload> {
-        let graph = Graph::build(&ctx, &[output])?;
+        Workload::with_outputs(name, what, ctx, &[output])
+    }
+    /// A graph computing every one of `outputs` (the last is [`Workload::output`]).
+    fn with_outputs(name: &'static str, what: String, ctx: Context, outputs: &[TensorId]) -> Result<Workload> {
+        let graph = Graph::build(&ctx, outputs)?;
+        let output = *outputs.last().ok_or_else(|| crate::Error::Invalid("a workload needs an output".into()))?;
         Ok(Workload { name, what, ctx, graph, output })
     }
     /// Bytes the graph's nodes must read and write, each element once.
@@ -36,10 +41,17 @@ impl Workload {
     pub fn flops(&self) -> Result<u64> {
         self.graph.nodes().iter().map(|&n| cost::flops(&self.ctx, n)).sum()
     }
-    /// Bytes of the first source of the output node (the weights of a `mul_mat`).
+    /// Bytes of the weights (first sources) of the graph's `mul_mat` nodes,
+    /// each node counted once: what the matrix products must read.
     pub fn weight_bytes(&self) -> Result<u64> {
-        let t = self.ctx.tensor(self.output)?;
-        Ok(self.ctx.tensor(t.src()[0])?.layout().nbytes() as u64)
+        let mut sum = 0;
+        for &n in self.graph.nodes() {
+            let t = self.ctx.tensor(n)?;
+            if t.op() == crate::tensor::Op::MulMat {
+                sum += self.ctx.tensor(t.src()[0])?.layout().nbytes() as u64;
+            }
+        }
+        Ok(sum)
     }
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
@@ -116,23 +128,72 @@ pub fn add_chain(len: usize, width: i64) -> Result<Workload> {
 pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let mut ctx = Context::new();
     let wf = filled(&mut ctx, &[k, m], 3)?;
-    let w = if dtype == DType::F32 {
-        wf
-    } else {
-        // quantize once, outside the timed graph
-        let q = ctx.new_tensor_2d(dtype, k, m)?;
-        let qc = ctx.cpy(wf, q)?;
-        let g = Graph::build(&ctx, &[qc])?;
-        let st = crate::CpuBackend::new(0)?.run(&ctx, &g)?;
-        let bytes = st.read_bytes(&ctx, q)?;
-        let w = ctx.new_tensor_2d(dtype, k, m)?;
-        ctx.set_bytes(w, &bytes)?;
-        w
-    };
+    let w = if dtype == DType::F32 { wf } else { converted(&mut ctx, wf, dtype, 1)?[0] };
     let x = filled(&mut ctx, &[k, n], 4)?;
     let out = ctx.mul_mat(w, x)?;
     let name = if dtype == DType::F32 { "W4" } else { "W5" };
     Workload::new(name, format!("mul_mat {dtype} {m}x{k} weights, N={n}"), ctx, out)
+}
+
+/// `count` new leaves of type `dtype` holding the 2-D f32 tensor `src`
+/// converted (quantized) once on the CPU, outside any timed graph.
+fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Result<Vec<TensorId>> {
+    let ne = ctx.tensor(src)?.layout().ne;
+    let q = ctx.new_tensor_2d(dtype, ne[0], ne[1])?;
+    let qc = ctx.cpy(src, q)?;
+    let g = Graph::build(ctx, &[qc])?;
+    let st = crate::CpuBackend::new(0)?.run(ctx, &g)?;
+    let bytes = st.read_bytes(ctx, q)?;
+    (0..count)
+        .map(|_| {
+            let w = ctx.new_tensor_2d(dtype, ne[0], ne[1])?;
+            ctx.set_bytes(w, &bytes)?;
+            Ok(w)
+        })
+        .collect()
+}
+
+/// `mul_mat` of `k`×`m` weights with `n` activation rows, both of the float
+/// type `dtype` (F32, F16 or BF16): a GEMM with no conversion in the graph.
+pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(crate::Error::Unsupported { op: "matmul_float workload", dtype });
+    }
+    let mut ctx = Context::new();
+    let wf = filled(&mut ctx, &[k, m], 3)?;
+    let xf = filled(&mut ctx, &[k, n], 4)?;
+    let (w, x) = if dtype == DType::F32 {
+        (wf, xf)
+    } else {
+        (converted(&mut ctx, wf, dtype, 1)?[0], converted(&mut ctx, xf, dtype, 1)?[0])
+    };
+    let out = ctx.mul_mat(w, x)?;
+    Workload::new("MM", format!("mul_mat {dtype} {m}x{k} weights x {dtype} {k}x{n}"), ctx, out)
+}
+
+/// `count` matrix-vector products (N=1), each with its own `k`×`m` weights of
+/// type `dtype` (same values, distinct tensors) and one shared f32 vector: with
+/// enough `count` the weights together exceed the caches, so every product
+/// reads its weights from memory, and the per-graph overhead is shared.
+pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize) -> Result<Workload> {
+    if count == 0 {
+        return Err(crate::Error::Invalid("matvecs workload: count must be at least 1".into()));
+    }
+    let mut ctx = Context::new();
+    let wf = filled(&mut ctx, &[k, m], 3)?;
+    let ws = if dtype == DType::F32 {
+        let mut ws = vec![wf];
+        for _ in 1..count {
+            ws.push(filled(&mut ctx, &[k, m], 3)?);
+        }
+        ws
+    } else {
+        converted(&mut ctx, wf, dtype, count)?
+    };
+    let x = filled(&mut ctx, &[k, 1], 4)?;
+    let outs = ws.iter().map(|&w| ctx.mul_mat(w, x)).collect::<Result<Vec<_>>>()?;
+    let what = format!("{count} x mul_mat {dtype} {m}x{k} weights (distinct), N=1");
+    Workload::with_outputs("MV", what, ctx, &outs)
 }
 
 /// The memory-bound workloads W1, W2a, W2b, W3, W7 at size `n`.

@@ -47,6 +47,32 @@ impl Row {
     }
 }
 
+/// The column headings of [`Row::table_line`].
+pub fn table_header() -> String {
+    format!(
+        "{:<14} {:<52} {:>3} {:>11} {:>9} {:>9} {:>7} {:>9} {:>9}",
+        "name", "workload", "thr", "median", "GB/s", "base", "ratio", "us/node", "GFLOP/s"
+    )
+}
+
+impl Row {
+    /// One line of the table under [`table_header`].
+    pub fn table_line(&self) -> String {
+        format!(
+            "{:<14} {:<52} {:>3} {:>9.3}ms {:>9.2} {:>9.2} {:>7.2} {:>9} {:>9}",
+            self.name,
+            self.what,
+            self.threads,
+            self.median_s * 1e3,
+            self.gbps,
+            self.memcpy_gbps,
+            self.ratio,
+            self.us_per_node.map_or(String::new(), |u| format!("{u:.3}")),
+            self.gflops.map_or(String::new(), |g| format!("{g:.1}"))
+        )
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]

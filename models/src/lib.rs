@@ -2,6 +2,7 @@
 //! that tests and benchmarks share.
 
 pub mod bench;
+pub mod bench_cuda;
 pub mod demo;
 pub mod gguf_cli;
 pub mod graph_cases;

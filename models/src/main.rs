@@ -92,24 +92,52 @@ enum Cmd {
     },
     /// Plan the built-in graphs; print naive, planned and lower-bound buffer sizes.
     Plan,
-    /// Time the standard workloads; report GB/s and the ratio to a 64 MiB memcpy.
+    /// Time the standard workloads; report GB/s and the ratio to a memcpy
+    /// (CPU: 64 MiB) or device-to-device copy (CUDA: n×n f32) timed in the same run.
     Bench {
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
-        /// Worker threads (0: one per core).
+        /// Where to run the workloads.
+        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+        backend: BackendArg,
+        /// CUDA device ordinal (with --backend cuda; default 0).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Worker threads (0: one per core; CPU only).
         #[arg(long, default_value_t = 0)]
         threads: usize,
-        /// Side of the square matrices.
-        #[arg(long, default_value_t = 4096)]
-        n: i64,
+        /// Side of the square matrices (default: 4096 on the CPU, 16384 on CUDA).
+        #[arg(long)]
+        n: Option<i64>,
         /// Timed runs per workload (the median is reported).
         #[arg(long, default_value_t = 15)]
         reps: usize,
-        /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s.
+        /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (CPU only).
         #[arg(long)]
         llama: bool,
     },
+}
+
+/// Where a command runs. To be unified at merge with the `BackendArg` that
+/// `eval` and `run` get (`--backend cpu|cuda`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BackendArg {
+    /// The CPU executor (rayon).
+    Cpu,
+    /// The CUDA executor on one device.
+    Cuda,
+}
+
+/// The options of `rgml bench`.
+struct BenchArgs {
+    json: bool,
+    backend: BackendArg,
+    device: Option<usize>,
+    threads: usize,
+    n: Option<i64>,
+    reps: usize,
+    llama: bool,
 }
 
 fn main() -> ExitCode {
@@ -119,7 +147,9 @@ fn main() -> ExitCode {
         Cmd::Demo { n, threads } => {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Cmd::Bench { json, threads, n, reps, llama } => bench(json, threads, n, reps, llama),
+        Cmd::Bench { json, backend, device, threads, n, reps, llama } => {
+            bench(BenchArgs { json, backend, device, threads, n, reps, llama })
+        }
         Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             print!("{s}");
             ExitCode::SUCCESS
@@ -198,31 +228,55 @@ fn eval(path: &std::path::Path, emit: Option<&std::path::Path>, threads: usize) 
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn bench(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
+fn bench(a: BenchArgs) -> Result<ExitCode, String> {
+    if a.n.is_some_and(|n| !(1..=32768).contains(&n)) {
+        return Err(format!("--n {} is out of range (1..=32768)", a.n.unwrap_or(0)));
+    }
+    match a.backend {
+        BackendArg::Cuda => bench_cuda(&a),
+        BackendArg::Cpu if a.device.is_some() => Err("--device needs --backend cuda".into()),
+        BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps, a.llama),
+    }
+}
+
+fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
+    use rgml_models::{bench, bench_cuda};
+    if a.llama {
+        return Err("--llama runs on the CPU only (drop it, or use --backend cpu)".into());
+    }
+    let mut sizes = bench_cuda::Sizes::default();
+    if let Some(n) = a.n {
+        sizes.n = n;
+    }
+    let json = a.json;
+    let header = std::cell::Cell::new(!json);
+    let out = bench_cuda::run(
+        a.device.unwrap_or(0),
+        &sizes,
+        a.reps,
+        |r| {
+            if header.replace(false) {
+                println!("{}", bench::table_header());
+            }
+            println!("{}", if json { r.json() } else { r.table_line() });
+        },
+        |name, e| {
+            if json {
+                println!("{}", serde_json::json!({"name": name, "error": e}));
+            }
+            eprintln!("FAILED {name}: {e}");
+        },
+    )?;
+    Ok(if out.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
     use rgml_models::bench;
     if !json {
-        println!(
-            "{:<6} {:<40} {:>3} {:>11} {:>9} {:>9} {:>7} {:>9} {:>8}",
-            "name", "workload", "thr", "median", "GB/s", "base", "ratio", "us/node", "GFLOP/s"
-        );
+        println!("{}", bench::table_header());
     }
     bench::run(threads, n, reps, |r| {
-        if json {
-            println!("{}", r.json());
-        } else {
-            println!(
-                "{:<6} {:<40} {:>3} {:>9.3}ms {:>9.2} {:>9.2} {:>7.2} {:>9} {:>8}",
-                r.name,
-                r.what,
-                r.threads,
-                r.median_s * 1e3,
-                r.gbps,
-                r.memcpy_gbps,
-                r.ratio,
-                r.us_per_node.map_or(String::new(), |u| format!("{u:.3}")),
-                r.gflops.map_or(String::new(), |g| format!("{g:.1}"))
-            );
-        }
+        println!("{}", if json { r.json() } else { r.table_line() });
     })?;
     if llama {
         for dt in [rgml::DType::Q4_0, rgml::DType::Q8_0] {

@@ -1,0 +1,278 @@
+//! `rgml bench --backend cuda`: the standard workloads at sizes that dwarf the
+//! H200's 60 MB L2, on one CUDA device, against a device-to-device copy timed
+//! in the same run (and again right after each workload).
+//!
+//! Every graph is built once, planned with `Allocator::new(CudaRules)` and
+//! allocated once (its leaves are uploaded then, outside the timing). A timed
+//! run is one [`CudaBackend::compute`], which returns after synchronizing the
+//! stream; the copy is one `cuMemcpyDtoDAsync` followed by a stream
+//! synchronize. Both are timed by the wall clock, the median of `reps` runs
+//! after one warm-up run, so a graph's fixed launch and synchronization cost
+//! (the `overhead` row) is inside its time.
+//!
+//! Rows (the names `scripts/torch_bench.py` uses too):
+//! - `copy`: the baseline, a device-to-device copy of an `n`×`n` f32 buffer
+//!   (1 GiB at n = 16384); GB/s counts read + write bytes.
+//! - `W1` `cont(transpose(x))`, `W2b` add of a broadcast row, `W3` inplace
+//!   mul, `W7` cpy f32→f16, all `n`×`n` f32: GB/s of read + write bytes and
+//!   the ratio to the copy (target ≥ 0.85).
+//! - `MM-f16-8192`, `MM-bf16-8192`: `mul_mat` with weights and activations
+//!   both of that type, 8192³; GFLOP/s (target ≥ 0.9 of `torch.matmul`).
+//! - `MV-q4_0-4096`, `MV-q4_0-16384`: Q4_0 matrix-vector products (N=1); one
+//!   graph holds several products with distinct weight matrices (32 of 9 MiB,
+//!   4 of 144 MiB: over 240 MiB in all, so the weights come from HBM, not L2,
+//!   and the graph's fixed cost is shared). GB/s of weight bytes read, and the
+//!   ratio to the HBM read bound, taken to be the copy's GB/s (read + write
+//!   bytes per second: the rate HBM moves bytes in either direction); target ≥ 0.7.
+//! - `W6` (1000 adds of 16 floats) and `overhead` (one such add): µs per node
+//!   and per graph run: launch and synchronization cost.
+
+use cudarc::driver::CudaSlice;
+use rgml::workloads::{self, Workload};
+use rgml::{Allocator, CudaBackend, CudaRules, DType};
+
+use crate::bench::{time, Row};
+
+/// Sizes of the CUDA workloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Side of the square f32 matrices of the copy and the memory-bound workloads.
+    pub n: i64,
+    /// M = K = N of the F16/BF16 matrix products.
+    pub mm: i64,
+    /// (side, distinct weight matrices per graph) of each Q4_0 matrix-vector row.
+    pub matvecs: Vec<(i64, usize)>,
+}
+
+impl Default for Sizes {
+    /// 16384² f32 (1 GiB), 8192³ products, Q4_0 matvecs 32 × 4096² and 4 × 16384².
+    fn default() -> Sizes {
+        Sizes { n: 16384, mm: 8192, matvecs: vec![(4096, 32), (16384, 4)] }
+    }
+}
+
+/// What a row measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Memory,
+    MatMul,
+    MatVec,
+    Overhead,
+}
+
+/// A workload to build when its turn comes (the large ones take GiBs of host memory).
+struct Spec {
+    name: String,
+    kind: Kind,
+    build: Box<dyn Fn() -> rgml::Result<Workload>>,
+}
+
+fn spec(name: impl Into<String>, kind: Kind, build: impl Fn() -> rgml::Result<Workload> + 'static) -> Spec {
+    Spec { name: name.into(), kind, build: Box::new(build) }
+}
+
+/// The workloads of one run, in order.
+fn specs(s: &Sizes) -> Vec<Spec> {
+    let (n, mm) = (s.n, s.mm);
+    let mut v = vec![
+        spec("W1", Kind::Memory, move || workloads::transpose_copy(n)),
+        spec("W2b", Kind::Memory, move || workloads::add_row(n)),
+        spec("W3", Kind::Memory, move || workloads::mul_inplace(n)),
+        spec("W7", Kind::Memory, move || workloads::cpy_f32_f16(n)),
+    ];
+    for dt in [DType::F16, DType::BF16] {
+        v.push(spec(format!("MM-{dt}-{mm}"), Kind::MatMul, move || workloads::matmul_float(dt, mm, mm, mm)));
+    }
+    for &(side, count) in &s.matvecs {
+        v.push(spec(format!("MV-q4_0-{side}"), Kind::MatVec, move || {
+            workloads::matvecs(DType::Q4_0, side, side, count)
+        }));
+    }
+    v.push(spec("W6", Kind::Overhead, || workloads::add_chain(1000, 16)));
+    v.push(spec("overhead", Kind::Overhead, || workloads::add_chain(1, 16)));
+    v
+}
+
+/// Checks sizes before anything large is allocated.
+fn check(s: &Sizes) -> Result<(), String> {
+    let ok = |v: i64| (1..=32768).contains(&v);
+    if !ok(s.n) || !ok(s.mm) || s.matvecs.iter().any(|&(side, c)| !ok(side) || side % 32 != 0 || c == 0) {
+        return Err(format!(
+            "bench sizes out of range: n {} and mm {} must be in 1..=32768, matvec sides multiples of 32 \
+             in that range with at least one matrix ({:?})",
+            s.n, s.mm, s.matvecs
+        ));
+    }
+    Ok(())
+}
+
+/// The device-to-device copy baseline: two device buffers kept for the whole run.
+struct CopyBase {
+    src: CudaSlice<u8>,
+    dst: CudaSlice<u8>,
+}
+
+impl CopyBase {
+    fn new(be: &CudaBackend, bytes: usize) -> Result<CopyBase, String> {
+        let s = be.stream();
+        let err = |e: cudarc::driver::DriverError| format!("copy baseline: allocating {bytes} bytes: {e:?}");
+        Ok(CopyBase { src: s.alloc_zeros::<u8>(bytes).map_err(err)?, dst: s.alloc_zeros::<u8>(bytes).map_err(err)? })
+    }
+
+    /// Median seconds of one copy (stream synchronized).
+    fn seconds(&mut self, be: &CudaBackend, reps: usize) -> Result<f64, String> {
+        let s = be.stream().clone();
+        let (src, dst) = (&self.src, &mut self.dst);
+        time(reps, || {
+            s.memcpy_dtod(src, dst)?;
+            s.synchronize()
+        })
+        .map_err(|e| format!("copy baseline: {e:?}"))
+    }
+
+    /// GB/s of read + write bytes.
+    fn gbps(&mut self, be: &CudaBackend, reps: usize) -> Result<f64, String> {
+        Ok(2.0 * self.src.len() as f64 / self.seconds(be, reps)? / 1e9)
+    }
+}
+
+/// Median seconds of one `compute` of `w` (planned and allocated once, here).
+fn time_graph(be: &CudaBackend, w: &Workload, reps: usize) -> rgml::Result<f64> {
+    let plan = Allocator::new(CudaRules).plan(&w.ctx, &w.graph)?;
+    let mut st = be.alloc(&w.ctx, &w.graph, plan)?;
+    time(reps, || be.compute(&w.ctx, &w.graph, &mut st))
+}
+
+/// What a run produced: the rows, and the workloads that failed with why.
+pub struct Outcome {
+    /// One row per workload that ran (the copy first).
+    pub rows: Vec<Row>,
+    /// (name, error) of each workload that could not be built or run.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Opens CUDA device `device` (an [`rgml::Error::Unavailable`] message when
+/// there is none) and times the copy and every workload of `sizes`, calling
+/// `each` with each row as it is ready and `fail` with each workload that
+/// fails; a failure does not stop the others.
+pub fn run(
+    device: usize,
+    sizes: &Sizes,
+    reps: usize,
+    mut each: impl FnMut(&Row),
+    mut fail: impl FnMut(&str, &str),
+) -> Result<Outcome, String> {
+    check(sizes)?;
+    let be = CudaBackend::new(device).map_err(|e| e.to_string())?;
+    eprintln!("CUDA device #{}: {} ({})", be.ordinal(), be.name(), be.arch());
+    let copy_bytes = (sizes.n * sizes.n * 4) as usize;
+    let mut base = CopyBase::new(&be, copy_bytes)?;
+    let t = base.seconds(&be, reps)?;
+    let copy = 2.0 * copy_bytes as f64 / t / 1e9;
+    let first = Row {
+        name: "copy".into(),
+        what: format!("device-to-device copy {0}x{0} f32 ({1} MiB)", sizes.n, copy_bytes >> 20),
+        threads: 0,
+        median_s: t,
+        bytes: 2 * copy_bytes as u64,
+        gbps: copy,
+        memcpy_gbps: copy,
+        ratio: 1.0,
+        us_per_node: None,
+        gflops: None,
+    };
+    each(&first);
+    let mut out = Outcome { rows: vec![first], failed: Vec::new() };
+    for s in specs(sizes) {
+        match run_spec(&be, &mut base, &s, reps) {
+            Ok(r) => {
+                each(&r);
+                out.rows.push(r);
+            }
+            Err(e) => {
+                fail(&s.name, &e);
+                out.failed.push((s.name, e));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn run_spec(be: &CudaBackend, base: &mut CopyBase, s: &Spec, reps: usize) -> Result<Row, String> {
+    let e = |e: rgml::Error| e.to_string();
+    let w = (s.build)().map_err(e)?;
+    let median_s = time_graph(be, &w, reps).map_err(e)?;
+    // the copy again, right after, as the bound of this row
+    let copy = base.gbps(be, reps)?;
+    let (bytes, gflops, us_per_node) = match s.kind {
+        Kind::Memory => (w.bytes().map_err(e)?, None, None),
+        Kind::MatMul | Kind::MatVec => (w.weight_bytes().map_err(e)?, Some(w.flops().map_err(e)? as f64), None),
+        Kind::Overhead => (w.bytes().map_err(e)?, None, Some(median_s * 1e6 / w.nodes().max(1) as f64)),
+    };
+    let gbps = bytes as f64 / median_s / 1e9;
+    Ok(Row {
+        name: s.name.clone(),
+        what: w.what.clone(),
+        threads: 0,
+        median_s,
+        bytes,
+        gbps,
+        memcpy_gbps: copy,
+        ratio: if s.kind == Kind::Overhead { f64::NAN } else { gbps / copy },
+        us_per_node,
+        gflops: gflops.map(|f| f / median_s / 1e9),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Sizes {
+        Sizes { n: 64, mm: 32, matvecs: vec![(64, 3)] }
+    }
+
+    #[test]
+    fn row_names_match_torch_bench() {
+        let names: Vec<String> = specs(&Sizes::default()).into_iter().map(|s| s.name).collect();
+        let want =
+            ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384", "W6", "overhead"];
+        assert_eq!(names, want);
+        let script =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();
+        for n in ["copy", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
+            assert!(script.contains(&format!("\"{n}")), "torch_bench.py has no row {n}");
+        }
+    }
+
+    /// Every workload builds, plans with the CUDA rules and computes on the CPU (small sizes).
+    #[test]
+    fn workloads_plan_for_cuda_and_run_on_cpu() {
+        let cpu = rgml::CpuBackend::new(1).unwrap();
+        for s in specs(&small()) {
+            let w = (s.build)().unwrap();
+            let plan = Allocator::new(CudaRules).plan(&w.ctx, &w.graph).unwrap();
+            let mut st = cpu.alloc(&w.ctx, &w.graph, plan).unwrap();
+            cpu.compute(&w.ctx, &w.graph, &mut st).unwrap();
+            let out = st.read_f32(&w.ctx, w.output).unwrap();
+            assert!(out.iter().all(|v| v.is_finite()), "{}", s.name);
+            if s.kind == Kind::MatVec {
+                assert_eq!(w.weight_bytes().unwrap(), 3 * 64 * 64 / 32 * 18, "{}", s.name);
+                assert_eq!(w.nodes(), 3);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_sizes_are_errors_before_any_device_work() {
+        for s in [
+            Sizes { n: 0, ..small() },
+            Sizes { mm: 40000, ..small() },
+            Sizes { matvecs: vec![(100, 1)], ..small() },
+            Sizes { matvecs: vec![(64, 0)], ..small() },
+        ] {
+            let e = run(0, &s, 1, |_| {}, |_, _| {}).err().unwrap();
+            assert!(e.contains("out of range"), "{e}");
+        }
+    }
+}
