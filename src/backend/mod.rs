@@ -59,8 +59,7 @@ pub trait Backend {
     /// Like [`Backend::alloc`] with a plan buffer of at least `capacity`
     /// bytes, so that larger plans can be bound later
     /// ([`BackendStorage::rebind`]).
-    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize)
-        -> Result<Self::Storage>;
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<Self::Storage>;
     /// Runs every node of `graph` in order; results stay in `storage`.
     fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()>;
     /// Plans, allocates and computes `graph`: the one-call way.
@@ -126,7 +125,13 @@ impl Backend for cpu::CpuBackend {
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<cpu::CpuStorage> {
         cpu::CpuBackend::alloc(self, ctx, graph, plan)
     }
-    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<cpu::CpuStorage> {
+    fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<cpu::CpuStorage> {
         cpu::CpuBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
     }
     fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut cpu::CpuStorage) -> Result<()> {

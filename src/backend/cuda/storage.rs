@@ -73,7 +73,13 @@ impl CudaBackend {
     /// Like [`CudaBackend::alloc`], with a plan buffer of at least `capacity`
     /// bytes so that other plans up to that size can be bound later
     /// ([`CudaStorage::rebind`]).
-    pub fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CudaStorage> {
+    pub fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<CudaStorage> {
         graph.check_context(ctx)?;
         plan.check_graph(graph)?;
         let size = plan.buffer_size().max(capacity).max(1);
