@@ -72,17 +72,17 @@ fn check_model<B: Backend>(m: &mut Llama<B>, what: &str) {
 #[test]
 fn f32_logits_match_llama_cpp_on_cuda() {
     let Some(gpu) = cuda() else { return };
-    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), None, gpu.clone()).unwrap();
+    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), gpu.clone()).unwrap();
     check_model(&mut m, "CudaBackend");
     // poison mode: a planner bug (a freed range read again) would show as NaN
-    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), None, gpu.with_poison(true)).unwrap();
+    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), gpu.with_poison(true)).unwrap();
     check_model(&mut m, "CudaBackend (poison)");
 }
 
 #[test]
 fn f32_logits_match_llama_cpp_through_any_backend() {
     // the CPU through the run-time choice, always
-    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), None, AnyBackend::cpu(2).unwrap()).unwrap();
+    let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), AnyBackend::cpu(2).unwrap()).unwrap();
     check_model(&mut m, "AnyBackend::Cpu");
     let Some(gpu) = cuda() else { return };
     let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), AnyBackend::Cuda(gpu)).unwrap();
