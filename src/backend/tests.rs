@@ -130,6 +130,12 @@ fn state_across_graphs<B: Backend>(b: &B) {
     st.reset_leaf(&m.ctx, m.cache).unwrap();
     assert_eq!(st.read_f32(&m.ctx, m.cache).unwrap(), vec![0.; 12]);
     assert!(st.reset_leaf(&m.ctx, m.rows1).is_err());
+    assert!(st.set_bytes(&m.ctx, m.rows1, &[0u8; 16]).is_err(), "data in the context: set it there");
+    let mut rows = vec![0f32; 12];
+    rows[..4].fill(5.0);
+    st.set_data(&m.ctx, m.cache, &rows).unwrap();
+    assert_eq!(st.read_f32(&m.ctx, m.cache).unwrap(), rows, "a written leaf's copy can be set");
+    st.reset_leaf(&m.ctx, m.cache).unwrap();
     m.ctx.set_data(m.pos1, &[1i32]).unwrap();
     b.compute(&m.ctx, &m.g1, &mut st).unwrap();
     assert_eq!(st.read_f32(&m.ctx, m.out1).unwrap(), vec![0., 4., 0.]);

@@ -320,7 +320,8 @@ impl CudaStorage {
     }
 
     /// Writes `bytes` into the device storage of an input leaf `id` that the
-    /// plan placed (in the plan buffer, or the device copy of a leaf).
+    /// plan placed (in the plan buffer, or the device copy of a leaf the graph
+    /// writes). A leaf that holds its data in the context is set there.
     pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
         let t = ctx.tensor(id)?;
         if t.op() != Op::Leaf {
@@ -338,7 +339,11 @@ impl CudaStorage {
             Some(Place::Buffer { offset }) if offset + size <= self.buffer.len() => {
                 stream.memcpy_htod(bytes, &mut self.buffer.slice_mut(offset..offset + size))
             }
-            Some(Place::Leaf | Place::LeafCopy) => match self.leaves.get_mut(&id) {
+            Some(Place::Leaf) => {
+                // as on the CPU: compute uploads input leaves from the context again
+                return Err(Error::Invalid(format!("{} holds its data in the context: set it there", ctx.label(id))));
+            }
+            Some(Place::LeafCopy) => match self.leaves.get_mut(&id) {
                 Some(b) if b.len() >= size => stream.memcpy_htod(bytes, &mut b.slice_mut(0..size)),
                 _ => return Err(Error::NoData(ctx.label(id))),
             },
