@@ -2,7 +2,9 @@
 //!
 //! Build a graph of ggml ops over strided tensors in a [`Context`], collect
 //! what the outputs need into a [`Graph`], place its buffers with a [`Plan`]
-//! and run it on a backend ([`CpuBackend`]).
+//! and run it on a backend ([`CpuBackend`], [`CudaBackend`]; code written
+//! once over the [`Backend`] trait runs on either, and [`AnyBackend`] picks
+//! one at run time).
 //!
 //! ```
 //! use rgml::{Context, CpuBackend, Graph};
@@ -35,7 +37,8 @@ pub mod tensor;
 pub mod workloads;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
-pub use backend::cuda::{CudaBackend, CudaRules};
+pub use backend::cuda::{CudaBackend, CudaRules, CudaStorage};
+pub use backend::{AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage};
 pub use context::Context;
 pub use dtype::DType;
 pub use error::{Error, Result};

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use rgml::{Context, CpuBackend, Graph, TensorId};
+use rgml::{Backend, BackendStorage, Context, Graph, TensorId};
 use serde_json::Value;
 
 /// What one case produced.
@@ -34,15 +34,16 @@ struct Got {
     compute: bool,
 }
 
-/// Runs one case (a JSON object) on `cpu`.
-pub fn run_case(cpu: &CpuBackend, case: &Value) -> CaseResult {
+/// Runs one case (a JSON object) on `backend`. An op the backend does not
+/// support fails the case with its error message.
+pub fn run_case<B: Backend>(backend: &B, case: &Value) -> CaseResult {
     let id = case["id"].as_str().unwrap_or("?").to_string();
     let mut ctx = Context::new();
     let mut failures = Vec::new();
     let built = build(&mut ctx, case);
     let (nodes, values, error) = match built {
         Err(e) => (Vec::new(), HashMap::new(), Some(e)),
-        Ok(nodes) => match compute(cpu, &ctx, &nodes) {
+        Ok(nodes) => match compute(backend, &ctx, &nodes) {
             Ok(v) => (nodes, v, None),
             Err(e) => (nodes, HashMap::new(), Some(e)),
         },
@@ -130,12 +131,12 @@ fn build(ctx: &mut Context, case: &Value) -> Result<Vec<Got>, String> {
     Ok(out)
 }
 
-fn compute(cpu: &CpuBackend, ctx: &Context, nodes: &[Got]) -> Result<HashMap<String, Vec<f32>>, String> {
+fn compute<B: Backend>(backend: &B, ctx: &Context, nodes: &[Got]) -> Result<HashMap<String, Vec<f32>>, String> {
     let mut graph = Graph::new(ctx);
     for g in nodes.iter().filter(|g| g.compute) {
         graph.build_forward_expand(ctx, g.id).map_err(|e| e.to_string())?;
     }
-    let storage = cpu.run(ctx, &graph).map_err(|e| e.to_string())?;
+    let storage = backend.run(ctx, &graph).map_err(|e| e.to_string())?;
     let mut values = HashMap::new();
     for g in nodes.iter().filter(|g| g.compute) {
         values.insert(g.name.clone(), storage.read_f32(ctx, g.id).map_err(|e| format!("{}: {e}", g.name))?);

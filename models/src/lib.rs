@@ -1,6 +1,7 @@
 //! Model graphs built on rgml, and the pieces of the `rgml` command-line tool
 //! that tests and benchmarks share.
 
+pub mod backend_arg;
 pub mod bench;
 pub mod bench_cuda;
 pub mod demo;

@@ -6,14 +6,20 @@
 //! Each graph attends over the whole cache with a causal mask and stores the
 //! new keys and values with `set_rows` at the positions given as input, so the
 //! same graph serves every position.
+//!
+//! The model is generic over the [`Backend`]: [`Llama::load`] runs it on the
+//! CPU, [`Llama::load_on`] on any backend (a [`rgml::CudaBackend`], or an
+//! [`rgml::AnyBackend`] chosen at run time). Graphs are planned with the
+//! backend's rules; the KV cache lives in the backend's storage (a written
+//! leaf, kept across the graphs of different batch sizes).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use rgml::gguf::GgufFile;
 use rgml::{
-    load_gguf, Allocator, Context, CpuBackend, CpuRules, CpuStorage, DType, Error, Graph, Plan, Result, RopeParams,
-    TensorId, Weights,
+    load_gguf, Backend, BackendStorage, Context, CpuBackend, DType, Error, Graph, Plan, Result, RopeParams, TensorId,
+    Weights,
 };
 
 /// The model's hyperparameters, from the GGUF metadata.
@@ -122,8 +128,8 @@ struct Step {
     logits: TensorId,
 }
 
-/// A loaded llama model with its KV cache.
-pub struct Llama {
+/// A loaded llama model with its KV cache, on backend `B` (the CPU by default).
+pub struct Llama<B: Backend = CpuBackend> {
     /// Hyperparameters.
     pub hp: Hparams,
     /// Token strings, when the file has a vocabulary.
@@ -135,15 +141,26 @@ pub struct Llama {
     output: TensorId,
     layers: Vec<Layer>,
     steps: HashMap<usize, Step>,
-    cpu: CpuBackend,
-    storage: Option<CpuStorage>,
+    backend: B,
+    storage: Option<B::Storage>,
     n_past: usize,
 }
 
-impl Llama {
+impl Llama<CpuBackend> {
     /// Loads `path` (tensors stay in the file's mapping) with a KV cache of
-    /// `n_ctx` positions (default: the training context), on `threads` threads.
-    pub fn load(path: &Path, n_ctx: Option<usize>, threads: usize) -> Result<Llama> {
+    /// `n_ctx` positions (default: the training context), on the CPU with
+    /// `threads` threads (0: one per core).
+    pub fn load(path: &Path, n_ctx: Option<usize>, threads: usize) -> Result<Llama<CpuBackend>> {
+        Llama::load_on(path, n_ctx, CpuBackend::new(threads)?)
+    }
+}
+
+impl<B: Backend> Llama<B> {
+    /// Loads `path` with a KV cache of `n_ctx` positions (default: the
+    /// training context), to run on `backend`. The weights reach the device
+    /// at the first [`Llama::eval`] (uploaded once; on the CPU they stay in
+    /// the file's mapping).
+    pub fn load_on(path: &Path, n_ctx: Option<usize>, backend: B) -> Result<Llama<B>> {
         let file = GgufFile::open(path)?;
         let hp = Hparams::from_gguf(&file)?;
         let mut ctx = Context::new();
@@ -184,12 +201,16 @@ impl Llama {
             n_ctx,
             layers,
             steps: HashMap::new(),
-            cpu: CpuBackend::new(threads)?,
+            backend,
             storage: None,
             n_past: 0,
         })
     }
 
+    /// The backend the model runs on.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
     /// Positions already in the KV cache.
     pub fn n_past(&self) -> usize {
         self.n_past
@@ -246,16 +267,16 @@ impl Llama {
         self.ctx.set_data(pos_id, &pos)?;
         self.ctx.set_data(mask_id, &mask)?;
         let s = &self.steps[&n];
-        let storage = match self.storage.take() {
-            None => self.cpu.alloc(&self.ctx, &s.graph, s.plan.clone())?,
-            Some(mut st) => {
-                st.grow(s.plan.buffer_size());
+        let st = match self.storage.as_mut() {
+            None => self.storage.insert(self.backend.alloc(&self.ctx, &s.graph, s.plan.clone())?),
+            Some(st) => {
+                // the storage (and the KV cache in it) stays with the model on an error
+                st.grow(s.plan.buffer_size())?;
                 st.rebind(&self.ctx, &s.graph, s.plan.clone())?;
                 st
             }
         };
-        let st = self.storage.insert(storage);
-        self.cpu.compute(&self.ctx, &s.graph, st)?;
+        self.backend.compute(&self.ctx, &s.graph, st)?;
         self.n_past += n;
         st.read_f32(&self.ctx, logits)
     }
@@ -371,7 +392,7 @@ impl Llama {
         c.set_name(logits, "logits")?;
         c.set_output(logits)?;
         let graph = Graph::build(c, &[logits])?;
-        let plan = Allocator::new(CpuRules).plan(c, &graph)?;
+        let plan = self.backend.plan(c, &graph)?;
         Ok(Step { graph, plan, tokens, pos, mask, logits })
     }
 }

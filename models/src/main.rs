@@ -4,7 +4,7 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use rgml::CpuBackend;
+use rgml_models::backend_arg::BackendArg;
 use rgml_models::graph_cases;
 
 #[derive(Parser)]
@@ -26,6 +26,12 @@ enum Cmd {
         /// Worker threads (0: one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// The backend to run the cases on.
+        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+        backend: BackendArg,
+        /// CUDA device ordinal (with `--backend cuda`).
+        #[arg(long, default_value_t = 0)]
+        device: usize,
     },
     /// The seeds' example on a built-in 4096x4096 matrix: views, copies, broadcast, inplace.
     Demo {
@@ -79,6 +85,12 @@ enum Cmd {
         /// Worker threads (0: one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// The backend to run the model on.
+        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+        backend: BackendArg,
+        /// CUDA device ordinal (with `--backend cuda`).
+        #[arg(long, default_value_t = 0)]
+        device: usize,
     },
     /// Write a llama model's forward graph (for the prompt length) as Graphviz DOT.
     Dot {
@@ -143,7 +155,9 @@ struct BenchArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Eval { cases, emit, threads } => eval(&cases, emit.as_deref(), threads),
+        Cmd::Eval { cases, emit, threads, backend, device } => {
+            backend.open(threads, device).map_err(|e| e.to_string()).and_then(|b| eval(&cases, emit.as_deref(), &b))
+        }
         Cmd::Demo { n, threads } => {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
@@ -166,10 +180,11 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
-        Cmd::Run { model, tokens, n_predict, logits, n_ctx, threads } => {
-            rgml_models::run::run(&model, &tokens, n_predict, logits.as_deref(), n_ctx, threads)
-                .map(|()| ExitCode::SUCCESS)
-        }
+        Cmd::Run { model, tokens, n_predict, logits, n_ctx, threads, backend, device } => backend
+            .open(threads, device)
+            .map_err(|e| e.to_string())
+            .and_then(|b| rgml_models::run::run(&model, &tokens, n_predict, logits.as_deref(), n_ctx, b))
+            .map(|()| ExitCode::SUCCESS),
         Cmd::Dot { model, out, n_tokens } => rgml_models::llama::Llama::load(&model, None, 1)
             .and_then(|mut m| m.dot(n_tokens))
             .map_err(|e| e.to_string())
@@ -192,8 +207,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn eval(path: &std::path::Path, emit: Option<&std::path::Path>, threads: usize) -> Result<ExitCode, String> {
-    let cpu = CpuBackend::new(threads).map_err(|e| e.to_string())?;
+fn eval(
+    path: &std::path::Path,
+    emit: Option<&std::path::Path>,
+    backend: &rgml::AnyBackend,
+) -> Result<ExitCode, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = match emit {
         Some(p) => {
@@ -209,7 +227,7 @@ fn eval(path: &std::path::Path, emit: Option<&std::path::Path>, threads: usize) 
         }
         let case: serde_json::Value =
             serde_json::from_str(&line).map_err(|e| format!("{}:{}: {e}", path.display(), lineno + 1))?;
-        let r = graph_cases::run_case(&cpu, &case);
+        let r = graph_cases::run_case(backend, &case);
         if r.passed() {
             passed += 1;
         } else {

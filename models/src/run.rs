@@ -4,26 +4,29 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use rgml::Backend;
+
 use crate::llama::{argmax, Llama};
 
-/// Evaluates `prompt`, generates `n_predict` tokens, prints ids (and text when
-/// the model has a vocabulary) and the time per token; writes every evaluated
-/// position's logits to `logits_out` if given.
-pub fn run(
+/// Evaluates `prompt` on `backend`, generates `n_predict` tokens, prints ids
+/// (and text when the model has a vocabulary) and the time per token; writes
+/// every evaluated position's logits to `logits_out` if given.
+pub fn run<B: Backend>(
     model: &Path,
     prompt: &[u32],
     n_predict: usize,
     logits_out: Option<&Path>,
     n_ctx: Option<usize>,
-    threads: usize,
+    backend: B,
 ) -> Result<(), String> {
     let e = |e: rgml::Error| e.to_string();
     let t = Instant::now();
-    let mut m = Llama::load(model, n_ctx, threads).map_err(e)?;
+    let mut m = Llama::load_on(model, n_ctx, backend).map_err(e)?;
     eprintln!(
-        "loaded {} in {:.1} ms: {} layers, n_embd {}, {} heads ({} kv), vocab {}",
+        "loaded {} in {:.1} ms on {}: {} layers, n_embd {}, {} heads ({} kv), vocab {}",
         model.display(),
         t.elapsed().as_secs_f64() * 1e3,
+        m.backend().describe(),
         m.hp.n_layer,
         m.hp.n_embd,
         m.hp.n_head,

@@ -1,5 +1,225 @@
-//! Executors. Each runs a planned [`Graph`](crate::Graph) node by node on one
-//! device; they read tensor headers and placements, never the builder API.
+//! Executors. Each runs a planned [`Graph`] node by node on one device; they
+//! read tensor headers and placements, never the builder API.
+//!
+//! Models are written once against two traits: [`Backend`] (plans, allocates
+//! and computes) and [`BackendStorage`] (the memory of one planned graph:
+//! inputs in, results out, state such as a KV cache kept across graphs).
+//! [`CpuBackend`](cpu::CpuBackend) and [`CudaBackend`](cuda::CudaBackend)
+//! implement them, keeping their inherent methods of the same names.
+//!
+//! Two ways to be backend-agnostic:
+//! - generic code, `fn f<B: Backend>(b: &B, …)` or a `struct Model<B: Backend>`
+//!   (zero cost, the backend fixed at compile time), and
+//! - [`AnyBackend`], an enum over the two backends that itself implements
+//!   [`Backend`] (storage [`AnyStorage`]), for a choice made at run time (a
+//!   command-line flag). A model generic over `B` works with either, so the
+//!   CLI picks `AnyBackend` and tests can name the concrete backend.
+//!
+//! The trait is not object-safe (`set_data` is generic, storages are an
+//! associated type); the enum is the dynamic form.
 
+mod any;
 pub mod cpu;
 pub mod cuda;
+
+pub use any::{AnyBackend, AnyRules, AnyStorage};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::host::Element;
+use crate::plan::{Allocator, Plan, ReuseRules};
+use crate::tensor::TensorId;
+
+/// A device that runs planned graphs.
+///
+/// A compute reads data-holding leaves (weights) from the backend's view of
+/// the context: the CPU reads them in place; CUDA uploads them at `alloc` (or
+/// the first `rebind` that needs them) and re-uploads leaves flagged as inputs
+/// ([`Context::set_input`]) before every compute, so new input data set in the
+/// context with [`Context::set_data`] is seen by the next compute on both.
+/// Leaves the graph writes (`Place::LeafCopy`, e.g. a KV cache) live in the
+/// storage and persist across computes and rebinds.
+pub trait Backend {
+    /// The memory of one planned graph on this backend.
+    type Storage: BackendStorage;
+    /// What the backend's kernels allow the planner (alignment, in-place reuse).
+    type Rules: ReuseRules;
+
+    /// The planner rules for this backend.
+    fn rules(&self) -> Self::Rules;
+    /// A short description of the device ("cpu (4 threads)", "cuda #0 …").
+    fn describe(&self) -> String;
+    /// Plans `graph` with this backend's rules.
+    fn plan(&self, ctx: &Context, graph: &Graph) -> Result<Plan> {
+        Allocator::new(self.rules()).plan(ctx, graph)
+    }
+    /// Memory for `graph` placed by `plan` (made with this backend's rules).
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<Self::Storage>;
+    /// Like [`Backend::alloc`] with a plan buffer of at least `capacity`
+    /// bytes, so that larger plans can be bound later
+    /// ([`BackendStorage::rebind`]).
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<Self::Storage>;
+    /// Runs every node of `graph` in order; results stay in `storage`.
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()>;
+    /// Plans, allocates and computes `graph`: the one-call way.
+    fn run(&self, ctx: &Context, graph: &Graph) -> Result<Self::Storage> {
+        let plan = self.plan(ctx, graph)?;
+        let mut st = self.alloc(ctx, graph, plan)?;
+        self.compute(ctx, graph, &mut st)?;
+        Ok(st)
+    }
+}
+
+/// The memory of one planned graph on a backend: the plan buffer and the
+/// backend's copies of leaves. Same semantics on every backend.
+pub trait BackendStorage {
+    /// The plan this storage follows.
+    fn plan(&self) -> &Plan;
+    /// Bytes of the plan buffer (at least the plan's size).
+    fn capacity(&self) -> usize;
+    /// Switches to `plan` of another graph over the same context, keeping the
+    /// buffer (errors if the plan does not fit: [`BackendStorage::grow`]
+    /// first). Copies of written leaves already held are kept as they are (a
+    /// KV cache carries over); new ones are taken from the context.
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()>;
+    /// Grows the plan buffer to at least `capacity` bytes; its contents are
+    /// not kept (inputs placed in it must be set again).
+    fn grow(&mut self, capacity: usize) -> Result<()>;
+    /// Sets the storage's copy of a leaf the graph writes back to the
+    /// context's data (e.g. to clear a KV cache); errors for other tensors.
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()>;
+    /// Writes `bytes` into an input leaf the plan placed in the buffer (or a
+    /// written leaf's copy).
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()>;
+    /// [`BackendStorage::set_bytes`] with typed values (checked against the dtype).
+    fn set_data<T: Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
+        let dtype = ctx.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("set_data({})", ctx.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+    }
+    /// The values of `id` as f32 in logical order, after the last compute
+    /// (leaves, inputs and outputs; not reused intermediates).
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>>;
+    /// The raw bytes of a contiguous tensor `id` after the last compute
+    /// ([`Error::NotContiguous`] otherwise).
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>>;
+}
+
+impl Backend for cpu::CpuBackend {
+    type Storage = cpu::CpuStorage;
+    type Rules = cpu::CpuRules;
+
+    fn rules(&self) -> cpu::CpuRules {
+        cpu::CpuRules
+    }
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", self.threads())
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<cpu::CpuStorage> {
+        cpu::CpuBackend::alloc(self, ctx, graph, plan)
+    }
+    fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<cpu::CpuStorage> {
+        cpu::CpuBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut cpu::CpuStorage) -> Result<()> {
+        cpu::CpuBackend::compute(self, ctx, graph, storage)
+    }
+}
+
+impl BackendStorage for cpu::CpuStorage {
+    fn plan(&self) -> &Plan {
+        cpu::CpuStorage::plan(self)
+    }
+    fn capacity(&self) -> usize {
+        cpu::CpuStorage::capacity(self)
+    }
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        cpu::CpuStorage::rebind(self, ctx, graph, plan)
+    }
+    fn grow(&mut self, capacity: usize) -> Result<()> {
+        cpu::CpuStorage::grow(self, capacity);
+        Ok(())
+    }
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        cpu::CpuStorage::reset_leaf(self, ctx, id)
+    }
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        cpu::CpuStorage::set_bytes(self, ctx, id, bytes)
+    }
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        cpu::CpuStorage::read_f32(self, ctx, id)
+    }
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        cpu::CpuStorage::read_bytes(self, ctx, id)
+    }
+}
+
+impl Backend for cuda::CudaBackend {
+    type Storage = cuda::CudaStorage;
+    type Rules = cuda::CudaRules;
+
+    fn rules(&self) -> cuda::CudaRules {
+        cuda::CudaRules
+    }
+    fn describe(&self) -> String {
+        format!("cuda #{} ({}, {})", self.ordinal(), self.name(), self.arch())
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<cuda::CudaStorage> {
+        cuda::CudaBackend::alloc(self, ctx, graph, plan)
+    }
+    fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<cuda::CudaStorage> {
+        cuda::CudaBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut cuda::CudaStorage) -> Result<()> {
+        cuda::CudaBackend::compute(self, ctx, graph, storage)
+    }
+}
+
+impl BackendStorage for cuda::CudaStorage {
+    fn plan(&self) -> &Plan {
+        cuda::CudaStorage::plan(self)
+    }
+    fn capacity(&self) -> usize {
+        cuda::CudaStorage::capacity(self)
+    }
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        cuda::CudaStorage::rebind(self, ctx, graph, plan)
+    }
+    fn grow(&mut self, capacity: usize) -> Result<()> {
+        cuda::CudaStorage::grow(self, capacity)
+    }
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        cuda::CudaStorage::reset_leaf(self, ctx, id)
+    }
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        cuda::CudaStorage::set_bytes(self, ctx, id, bytes)
+    }
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        cuda::CudaStorage::read_f32(self, ctx, id)
+    }
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        cuda::CudaStorage::read_bytes(self, ctx, id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

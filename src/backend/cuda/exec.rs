@@ -125,6 +125,10 @@ pub(crate) fn to_f32_rows(dev: &Device, src: &Bound) -> Result<(CudaSlice<f32>, 
 impl CudaBackend {
     /// Runs every node of `graph` in order on the device, then waits for the
     /// stream. Index errors of `get_rows`/`set_rows` are reported after the run.
+    /// Data-holding leaves flagged as inputs are uploaded again first (so
+    /// `Context::set_data` between computes is seen, as on the CPU); in
+    /// poison mode the plan buffer is filled with NaN bytes first and every
+    /// range the plan frees after a step is refilled right after it.
     pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
         graph.check_context(ctx)?;
         storage.plan.check_graph(graph)?;
@@ -133,11 +137,18 @@ impl CudaBackend {
         }
         let dev = &*self.dev;
         let regions = storage.regions(ctx, graph)?;
+        storage.refresh_inputs(ctx)?;
+        if self.poison {
+            storage.poison_all(ctx, graph)?;
+        }
         let mut err = dev.stream.alloc_zeros::<i32>(1).map_err(cuda_err("alloc"))?;
         let err_ptr = err.device_ptr_mut(&dev.stream).0;
-        for &id in graph.nodes() {
+        for (step, &id) in graph.nodes().iter().enumerate() {
             let t = ctx.tensor(id)?;
             if t.op().is_metadata() || t.op() == Op::Leaf {
+                if self.poison {
+                    storage.poison_ranges(step)?;
+                }
                 continue;
             }
             let b = |s: TensorId| bind(ctx, &regions, s, false);
@@ -216,6 +227,9 @@ impl CudaBackend {
                     launch!(dev, "shape", "rg_repeat", flat(n); size, dst.ptr, dst.p("repeat")?, a.ptr, a.p("repeat")?, n);
                 }
                 Op::Leaf | Op::View | Op::Reshape | Op::Transpose | Op::Permute(_) | Op::Expand => {}
+            }
+            if self.poison {
+                storage.poison_ranges(step)?;
             }
         }
         dev.stream.synchronize().map_err(cuda_err("synchronize"))?;

@@ -87,8 +87,11 @@ pub(crate) struct Device {
 }
 
 /// Runs graphs on one CUDA device (see the module docs for what is wired).
+/// Clones share the device (its context, stream and loaded kernels).
+#[derive(Clone)]
 pub struct CudaBackend {
     dev: Arc<Device>,
+    poison: bool,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -138,7 +141,19 @@ impl CudaBackend {
             name,
             modules: Mutex::new(HashMap::new()),
         };
-        Ok(CudaBackend { dev: Arc::new(dev) })
+        Ok(CudaBackend { dev: Arc::new(dev), poison: false })
+    }
+    /// Poison mode (a debug aid, as [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)):
+    /// before a run the plan buffer (inputs placed in it excepted) is filled
+    /// with NaN bytes (0xFF), and every range the plan frees is refilled right
+    /// after its last use, so a planner bug shows as NaN.
+    pub fn with_poison(mut self, poison: bool) -> CudaBackend {
+        self.poison = poison;
+        self
+    }
+    /// True in poison mode.
+    pub fn poison(&self) -> bool {
+        self.poison
     }
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {

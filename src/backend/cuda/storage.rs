@@ -1,10 +1,18 @@
 //! Device memory of one planned graph: the plan buffer and device copies of
-//! the graph's leaves (uploaded once, at [`CudaBackend::alloc`]).
+//! the graph's leaves (uploaded once, at [`CudaBackend::alloc`] or the first
+//! [`CudaStorage::rebind`] that needs them).
+//!
+//! Leaf copies mirror the CPU storage: a leaf the graph only reads
+//! (`Place::Leaf`) gets a read-only upload of the context's data; a leaf the
+//! graph writes (`Place::LeafCopy`, e.g. a KV cache) gets its own copy, which
+//! keeps what the graphs wrote across computes and rebinds until
+//! [`CudaStorage::reset_leaf`]. Copies the current plan does not use are
+//! kept aside for a later rebind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::exec::{cuda_err, to_f32_rows};
 use super::{CudaBackend, CudaRules, Device};
@@ -21,13 +29,30 @@ pub struct CudaStorage {
     pub(crate) dev: Arc<Device>,
     pub(crate) plan: Plan,
     buffer: CudaSlice<u8>,
+    /// The device data of every `Leaf`/`LeafCopy` root of the current plan.
     leaves: HashMap<TensorId, CudaSlice<u8>>,
+    /// Leaf data the current plan does not use, by (leaf, written): written
+    /// copies keep their state for a later rebind; read-only uploads save a
+    /// re-upload.
+    spare: HashMap<(TensorId, bool), CudaSlice<u8>>,
 }
 
 impl std::fmt::Debug for CudaStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaStorage({} buffer bytes, {} leaves)", self.buffer.len(), self.leaves.len())
+        write!(
+            f,
+            "CudaStorage({} buffer bytes, {} leaves, {} kept aside)",
+            self.buffer.len(),
+            self.leaves.len(),
+            self.spare.len()
+        )
     }
+}
+
+/// `bytes` in a new device buffer (one zero byte for an empty leaf).
+fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<CudaSlice<u8>> {
+    if bytes.is_empty() { stream.alloc_zeros::<u8>(1) } else { stream.clone_htod(bytes) }
+        .map_err(cuda_err("upload leaf"))
 }
 
 /// Where one storage root's bytes are on the device, for one compute.
@@ -43,20 +68,31 @@ impl CudaBackend {
     /// any rules with 256-byte alignment): a zeroed plan buffer, and every
     /// data-holding leaf uploaded now, once.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
+        self.alloc_with_capacity(ctx, graph, plan, 0)
+    }
+    /// Like [`CudaBackend::alloc`], with a plan buffer of at least `capacity`
+    /// bytes so that other plans up to that size can be bound later
+    /// ([`CudaStorage::rebind`]).
+    pub fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<CudaStorage> {
         graph.check_context(ctx)?;
         plan.check_graph(graph)?;
-        let stream = &self.dev.stream;
-        let buffer = stream.alloc_zeros::<u8>(plan.buffer_size().max(1)).map_err(cuda_err("alloc plan buffer"))?;
-        let mut leaves = HashMap::new();
-        for (root, place) in plan.places() {
-            if matches!(place, Place::Leaf | Place::LeafCopy) {
-                let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
-                let dev = if bytes.is_empty() { stream.alloc_zeros::<u8>(1) } else { stream.clone_htod(bytes) }
-                    .map_err(cuda_err("upload leaf"))?;
-                leaves.insert(root, dev);
-            }
-        }
-        Ok(CudaStorage { dev: self.dev.clone(), plan, buffer, leaves })
+        let size = plan.buffer_size().max(capacity).max(1);
+        let buffer = self.dev.stream.alloc_zeros::<u8>(size).map_err(cuda_err("alloc plan buffer"))?;
+        let mut st = CudaStorage {
+            dev: self.dev.clone(),
+            plan: plan.clone(),
+            buffer,
+            leaves: HashMap::new(),
+            spare: HashMap::new(),
+        };
+        st.bind_leaves(ctx, plan)?;
+        Ok(st)
     }
 
     /// Plans `graph` with [`CudaRules`], allocates and computes it: the
@@ -74,9 +110,218 @@ impl CudaStorage {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+    /// Bytes of the plan buffer this storage holds (at least the plan's size).
+    pub fn capacity(&self) -> usize {
+        self.buffer.len()
+    }
+    /// Switches this storage to `plan` (of another graph over the same
+    /// context), keeping its buffer; errors if the plan does not fit. Leaf
+    /// copies this storage already holds are kept as they are (state such as
+    /// a KV cache carries over from graph to graph; weights are not uploaded
+    /// again); new ones are uploaded from the context.
+    pub fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        graph.check_context(ctx)?;
+        plan.check_graph(graph)?;
+        if plan.buffer_size() > self.buffer.len() {
+            return Err(Error::Invalid(format!(
+                "plan needs a {}-byte buffer but this storage holds {} bytes",
+                plan.buffer_size(),
+                self.buffer.len()
+            )));
+        }
+        self.bind_leaves(ctx, plan)
+    }
+    /// Grows the plan buffer to at least `capacity` bytes (its contents are
+    /// not kept: the next compute rewrites them; inputs placed in it must be
+    /// set again). Errors if the device is out of memory (the old buffer is
+    /// kept then).
+    pub fn grow(&mut self, capacity: usize) -> Result<()> {
+        if capacity > self.buffer.len() {
+            self.buffer = self.dev.stream.alloc_zeros::<u8>(capacity).map_err(cuda_err("alloc plan buffer"))?;
+        }
+        Ok(())
+    }
+    /// Sets the device copy of leaf `id`, one the graphs write (e.g. a KV
+    /// cache), back to the context's data.
+    pub fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        let bytes = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+        let stream = self.dev.stream.clone();
+        let copy = if self.plan.place(id) == Some(Place::LeafCopy) {
+            self.leaves.get_mut(&id)
+        } else {
+            self.spare.get_mut(&(id, true))
+        };
+        match copy {
+            Some(_) if bytes.is_empty() => Ok(()),
+            Some(c) if c.len() >= bytes.len() => {
+                stream.memcpy_htod(bytes, &mut c.slice_mut(0..bytes.len())).map_err(cuda_err("upload leaf"))
+            }
+            Some(_) => Err(Error::Mismatch(format!("{}: device copy smaller than its data", ctx.label(id)))),
+            None => Err(Error::Invalid(format!("{} is not a leaf this storage keeps a copy of", ctx.label(id)))),
+        }
+    }
+
+    /// Makes `leaves` hold the device data of every leaf root `plan` places
+    /// (taken from what this storage holds, else uploaded from the context),
+    /// sets the plan, and keeps the rest aside. Nothing changes on an error.
+    fn bind_leaves(&mut self, ctx: &Context, plan: Plan) -> Result<()> {
+        let held = |st: &CudaStorage, id: TensorId, written: bool| {
+            (st.leaves.contains_key(&id) && (st.plan.place(id) == Some(Place::LeafCopy)) == written)
+                || st.spare.contains_key(&(id, written))
+        };
+        // uploads first (fallible), then an infallible shuffle
+        let mut fresh = HashMap::new();
+        for (root, place) in plan.places() {
+            let written = match place {
+                Place::Leaf => false,
+                Place::LeafCopy => true,
+                Place::Buffer { .. } => continue,
+            };
+            if !held(self, root, written) {
+                let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
+                fresh.insert(root, upload(&self.dev.stream, bytes)?);
+            }
+        }
+        let mut pool = std::mem::take(&mut self.spare);
+        for (id, s) in std::mem::take(&mut self.leaves) {
+            pool.insert((id, self.plan.place(id) == Some(Place::LeafCopy)), s);
+        }
+        for (root, place) in plan.places() {
+            let written = match place {
+                Place::Leaf => false,
+                Place::LeafCopy => true,
+                Place::Buffer { .. } => continue,
+            };
+            if let Some(s) = pool.remove(&(root, written)).or_else(|| fresh.remove(&root)) {
+                self.leaves.insert(root, s);
+            }
+        }
+        self.spare = pool;
+        self.plan = plan;
+        Ok(())
+    }
+
+    /// Uploads again the data-holding leaves flagged as inputs that the plan
+    /// reads in place (`Place::Leaf`), so that data set in the context since
+    /// the last compute is seen (the CPU reads the context directly).
+    pub(crate) fn refresh_inputs(&mut self, ctx: &Context) -> Result<()> {
+        let stream = self.dev.stream.clone();
+        for (root, place) in self.plan.places() {
+            if place != Place::Leaf || !ctx.flags(root)?.input {
+                continue;
+            }
+            let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
+            let dev = self.leaves.get_mut(&root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
+            if !bytes.is_empty() && dev.len() >= bytes.len() {
+                stream.memcpy_htod(bytes, &mut dev.slice_mut(0..bytes.len())).map_err(cuda_err("upload input"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Poison mode: NaN bytes (0xFF) over the whole plan buffer except the
+    /// inputs placed in it (data-less leaves, set with `set_bytes`).
+    pub(crate) fn poison_all(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        let mut keep: Vec<(usize, usize)> = Vec::new();
+        for &leaf in graph.leafs() {
+            if let Some(Place::Buffer { offset }) = self.plan.place(leaf) {
+                keep.push((offset, ctx.tensor(leaf)?.layout().nbytes()));
+            }
+        }
+        keep.sort_unstable();
+        let len = self.buffer.len();
+        let mut at = 0;
+        for (o, n) in keep.into_iter().chain([(len, 0)]) {
+            if o > at {
+                self.fill_nan(at, o.min(len) - at)?;
+            }
+            at = at.max(o + n);
+        }
+        Ok(())
+    }
+    /// Poison mode: NaN bytes over the ranges the plan frees after `step`.
+    pub(crate) fn poison_ranges(&mut self, step: usize) -> Result<()> {
+        let ranges = self.plan.freed_after(step).to_vec();
+        for (o, n) in ranges {
+            if o.checked_add(n).is_some_and(|e| e <= self.buffer.len()) {
+                self.fill_nan(o, n)?;
+            }
+        }
+        Ok(())
+    }
+    /// 0xFF bytes over `len` bytes of the plan buffer from `offset`, on the stream.
+    fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
+        if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.buffer.len()) {
+            return Ok(());
+        }
+        let stream = self.dev.stream.clone();
+        self.dev.ctx.bind_to_thread().map_err(cuda_err("bind context"))?;
+        let mut view = self.buffer.slice_mut(offset..offset + len);
+        let (ptr, _sync) = view.device_ptr_mut(&stream);
+        // SAFETY: `ptr..ptr+len` lies inside the plan buffer (checked above),
+        // which this storage owns and which is alive for the call; the memset
+        // is ordered on the stream every kernel of this storage runs on, and
+        // any byte pattern is valid for a u8 buffer.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, len, stream.cu_stream()) }
+            .map_err(cuda_err("poison (memset)"))
+    }
+
+    /// The whole plan buffer, downloaded (tests of poison mode).
+    #[cfg(test)]
+    pub(crate) fn buffer_bytes(&self) -> Result<Vec<u8>> {
+        self.dev.stream.clone_dtoh(&self.buffer).map_err(cuda_err("download"))
+    }
+
+    /// The device buffer under `id`'s storage root, the root's first byte in
+    /// it and the root's length; errors for intermediates the plan reuses.
+    fn root_slice(&self, ctx: &Context, id: TensorId) -> Result<(&CudaSlice<u8>, usize, usize)> {
+        let root = ctx.storage_root(id)?;
+        if !self.plan.is_retained(root) {
+            return Err(Error::Invalid(format!(
+                "{} is an intermediate whose memory the plan reuses: mark it as an output to read it",
+                ctx.label(id)
+            )));
+        }
+        match self.plan.place(root) {
+            Some(Place::Leaf | Place::LeafCopy) => {
+                let b = self.leaves.get(&root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
+                Ok((b, 0, b.len()))
+            }
+            Some(Place::Buffer { offset }) => {
+                let size = ctx.tensor(root)?.layout().nbytes();
+                if offset.checked_add(size).is_none_or(|e| e > self.buffer.len()) {
+                    return Err(Error::Mismatch("plan offset outside buffer".into()));
+                }
+                Ok((&self.buffer, offset, size))
+            }
+            None => Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
+        }
+    }
+
+    /// The raw bytes of a contiguous tensor `id` (e.g. a quantized result),
+    /// after the last compute; [`Error::NotContiguous`] for other layouts, as
+    /// on the CPU.
+    pub fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        let t = ctx.tensor(id)?;
+        let l = t.layout();
+        if !l.is_contiguous() {
+            return Err(Error::NotContiguous { op: "read_bytes", ne: l.ne, nb: l.nb, dtype: l.dtype });
+        }
+        let (buf, start, len) = self.root_slice(ctx, id)?;
+        let n = l.nbytes();
+        if t.view_offs().checked_add(n).is_none_or(|e| e > len) {
+            return Err(Error::Mismatch("view outside its storage".into()));
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let from = start + t.view_offs();
+        self.dev.stream.clone_dtoh(&buf.slice(from..from + n)).map_err(cuda_err("download"))
+    }
 
     /// Writes `bytes` into the device storage of an input leaf `id` that the
-    /// plan placed (in the plan buffer, or the device copy of a leaf).
+    /// plan placed (in the plan buffer, or the device copy of a leaf the graph
+    /// writes). A leaf that holds its data in the context is set there.
     pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
         let t = ctx.tensor(id)?;
         if t.op() != Op::Leaf {
@@ -94,7 +339,11 @@ impl CudaStorage {
             Some(Place::Buffer { offset }) if offset + size <= self.buffer.len() => {
                 stream.memcpy_htod(bytes, &mut self.buffer.slice_mut(offset..offset + size))
             }
-            Some(Place::Leaf | Place::LeafCopy) => match self.leaves.get_mut(&id) {
+            Some(Place::Leaf) => {
+                // as on the CPU: compute uploads input leaves from the context again
+                return Err(Error::Invalid(format!("{} holds its data in the context: set it there", ctx.label(id))));
+            }
+            Some(Place::LeafCopy) => match self.leaves.get_mut(&id) {
                 Some(b) if b.len() >= size => stream.memcpy_htod(bytes, &mut b.slice_mut(0..size)),
                 _ => return Err(Error::NoData(ctx.label(id))),
             },

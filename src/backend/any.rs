@@ -1,0 +1,162 @@
+//! [`AnyBackend`]: the CPU or a CUDA device, chosen at run time.
+
+use super::cpu::{CpuBackend, CpuRules, CpuStorage};
+use super::cuda::{CudaBackend, CudaRules, CudaStorage};
+use super::{Backend, BackendStorage};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::plan::{Plan, ReuseRules};
+use crate::tensor::{Op, TensorId};
+
+/// One of the backends, for code that picks one at run time (the CLI's
+/// `--backend`). Implements [`Backend`] by dispatching to the one it holds;
+/// its storages ([`AnyStorage`]) only work with the same variant.
+#[derive(Debug)]
+pub enum AnyBackend {
+    /// The CPU.
+    Cpu(CpuBackend),
+    /// A CUDA device.
+    Cuda(CudaBackend),
+}
+
+/// The planner rules of an [`AnyBackend`].
+#[derive(Clone, Copy, Debug)]
+pub enum AnyRules {
+    /// [`CpuRules`].
+    Cpu(CpuRules),
+    /// [`CudaRules`].
+    Cuda(CudaRules),
+}
+
+/// The storage of an [`AnyBackend`].
+#[derive(Debug)]
+pub enum AnyStorage {
+    /// A CPU storage.
+    Cpu(CpuStorage),
+    /// A CUDA storage.
+    Cuda(CudaStorage),
+}
+
+impl AnyBackend {
+    /// The CPU with `threads` worker threads (0: one per core).
+    pub fn cpu(threads: usize) -> Result<AnyBackend> {
+        CpuBackend::new(threads).map(AnyBackend::Cpu)
+    }
+    /// CUDA device `ordinal`; [`Error::Unavailable`] without CUDA or that device.
+    pub fn cuda(ordinal: usize) -> Result<AnyBackend> {
+        CudaBackend::new(ordinal).map(AnyBackend::Cuda)
+    }
+    /// Poison mode on either backend (see [`CpuBackend::with_poison`]).
+    pub fn with_poison(self, poison: bool) -> AnyBackend {
+        match self {
+            AnyBackend::Cpu(b) => AnyBackend::Cpu(b.with_poison(poison)),
+            AnyBackend::Cuda(b) => AnyBackend::Cuda(b.with_poison(poison)),
+        }
+    }
+}
+
+impl From<CpuBackend> for AnyBackend {
+    fn from(b: CpuBackend) -> AnyBackend {
+        AnyBackend::Cpu(b)
+    }
+}
+
+impl From<CudaBackend> for AnyBackend {
+    fn from(b: CudaBackend) -> AnyBackend {
+        AnyBackend::Cuda(b)
+    }
+}
+
+impl ReuseRules for AnyRules {
+    fn alignment(&self) -> usize {
+        match self {
+            AnyRules::Cpu(r) => r.alignment(),
+            AnyRules::Cuda(r) => r.alignment(),
+        }
+    }
+    fn may_overwrite_source(&self, op: &Op, slot: usize) -> bool {
+        match self {
+            AnyRules::Cpu(r) => r.may_overwrite_source(op, slot),
+            AnyRules::Cuda(r) => r.may_overwrite_source(op, slot),
+        }
+    }
+}
+
+fn wrong_storage() -> Error {
+    Error::Mismatch("the storage was allocated by the other kind of backend".into())
+}
+
+impl Backend for AnyBackend {
+    type Storage = AnyStorage;
+    type Rules = AnyRules;
+
+    fn rules(&self) -> AnyRules {
+        match self {
+            AnyBackend::Cpu(b) => AnyRules::Cpu(b.rules()),
+            AnyBackend::Cuda(b) => AnyRules::Cuda(b.rules()),
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            AnyBackend::Cpu(b) => b.describe(),
+            AnyBackend::Cuda(b) => b.describe(),
+        }
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<AnyStorage> {
+        Ok(match self {
+            AnyBackend::Cpu(b) => AnyStorage::Cpu(b.alloc(ctx, graph, plan)?),
+            AnyBackend::Cuda(b) => AnyStorage::Cuda(b.alloc(ctx, graph, plan)?),
+        })
+    }
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<AnyStorage> {
+        Ok(match self {
+            AnyBackend::Cpu(b) => AnyStorage::Cpu(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
+            AnyBackend::Cuda(b) => AnyStorage::Cuda(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
+        })
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut AnyStorage) -> Result<()> {
+        match (self, storage) {
+            (AnyBackend::Cpu(b), AnyStorage::Cpu(s)) => b.compute(ctx, graph, s),
+            (AnyBackend::Cuda(b), AnyStorage::Cuda(s)) => b.compute(ctx, graph, s),
+            _ => Err(wrong_storage()),
+        }
+    }
+}
+
+/// `$e` applied to the storage inside `$s`, whichever variant it is.
+macro_rules! each {
+    ($s:expr, $st:ident => $e:expr) => {
+        match $s {
+            AnyStorage::Cpu($st) => $e,
+            AnyStorage::Cuda($st) => $e,
+        }
+    };
+}
+
+impl BackendStorage for AnyStorage {
+    fn plan(&self) -> &Plan {
+        each!(self, s => BackendStorage::plan(s))
+    }
+    fn capacity(&self) -> usize {
+        each!(self, s => BackendStorage::capacity(s))
+    }
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        each!(self, s => BackendStorage::rebind(s, ctx, graph, plan))
+    }
+    fn grow(&mut self, capacity: usize) -> Result<()> {
+        each!(self, s => BackendStorage::grow(s, capacity))
+    }
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        each!(self, s => BackendStorage::reset_leaf(s, ctx, id))
+    }
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        each!(self, s => BackendStorage::set_bytes(s, ctx, id, bytes))
+    }
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        each!(self, s => BackendStorage::read_f32(s, ctx, id))
+    }
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        each!(self, s => BackendStorage::read_bytes(s, ctx, id))
+    }
+}
