@@ -131,16 +131,6 @@ enum Cmd {
     },
 }
 
-/// Where a command runs. To be unified at merge with the `BackendArg` that
-/// `eval` and `run` get (`--backend cpu|cuda`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum BackendArg {
-    /// The CPU executor (rayon).
-    Cpu,
-    /// The CUDA executor on one device.
-    Cuda,
-}
-
 /// The options of `rgml bench`.
 struct BenchArgs {
     json: bool,

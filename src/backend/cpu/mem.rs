@@ -87,9 +87,9 @@ impl Strided {
     pub(crate) fn packed_rows(&self) -> bool {
         self.l.nb[0] == self.l.dtype.type_size() || self.l.ne[0] <= 1
     }
-    /// Same first byte and same layout.
+    /// Same first byte and the same places (`Layout::same_places`): the same tensor.
     pub(crate) fn same_as(&self, o: &Strided) -> bool {
-        self.ptr == o.ptr && self.l == o.l
+        self.ptr == o.ptr && self.l.same_places(&o.l)
     }
 }
 
