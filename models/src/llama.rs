@@ -3,9 +3,12 @@
 //! backend, one forward graph per batch size (planned once, reused for every
 //! call of that size), and greedy generation.
 //!
-//! Each graph attends over the whole cache with a causal mask and stores the
-//! new keys and values with `set_rows` at the positions given as input, so the
-//! same graph serves every position.
+//! Each graph stores the new keys and values with `set_rows` at the positions
+//! given as input and attends over the first `n_kv` cache positions with a
+//! causal mask: `n_kv` is the number of positions in use rounded up to
+//! [`KV_PAD`] (as llama.cpp pads it), so one graph serves every call of a batch
+//! size while the cache fills up to the next multiple, and a short context does
+//! not pay for the whole cache.
 //!
 //! The model is generic over the [`Backend`]: [`Llama::load`] runs it on the
 //! CPU, [`Llama::load_on`] on any backend (a [`rgml::CudaBackend`], or an
@@ -22,6 +25,8 @@ use rgml::{
     Weights,
 };
 
+/// Granularity of the attended cache length (llama.cpp pads `n_kv` to 256).
+pub const KV_PAD: usize = 256;
 /// The model's hyperparameters, from the GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hparams {
@@ -140,7 +145,8 @@ pub struct Llama<B: Backend = CpuBackend> {
     output_norm: TensorId,
     output: TensorId,
     layers: Vec<Layer>,
-    steps: HashMap<usize, Step>,
+    /// Planned graphs by (batch size, attended cache positions).
+    steps: HashMap<(usize, usize), Step>,
     backend: B,
     storage: Option<B::Storage>,
     n_past: usize,
@@ -233,8 +239,9 @@ impl<B: Backend> Llama<B> {
 
     /// The forward graph for `n` tokens and its DOT text.
     pub fn dot(&mut self, n: usize) -> Result<String> {
-        self.step(n)?;
-        let s = &self.steps[&n];
+        let key = (n, self.n_kv(n));
+        self.step(key)?;
+        let s = &self.steps[&key];
         s.graph.to_dot(&self.ctx, Some(&|id| s.plan.annotation(&self.ctx, id)))
     }
 
@@ -254,19 +261,20 @@ impl<B: Backend> Llama<B> {
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
             return Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab)));
         }
-        self.step(n)?;
-        let s = &self.steps[&n];
+        let key = (n, self.n_kv(n));
+        self.step(key)?;
+        let s = &self.steps[&key];
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let pos: Vec<i32> = (self.n_past..self.n_past + n).map(|p| p as i32).collect();
-        let mut mask = vec![f32::NEG_INFINITY; self.n_ctx * n];
-        for (i, row) in mask.chunks_mut(self.n_ctx).enumerate() {
+        let mut mask = vec![f32::NEG_INFINITY; key.1 * n];
+        for (i, row) in mask.chunks_mut(key.1).enumerate() {
             row[..=self.n_past + i].fill(0.0);
         }
         let (tokens_id, pos_id, mask_id, logits) = (s.tokens, s.pos, s.mask, s.logits);
         self.ctx.set_data(tokens_id, &ids)?;
         self.ctx.set_data(pos_id, &pos)?;
         self.ctx.set_data(mask_id, &mask)?;
-        let s = &self.steps[&n];
+        let s = &self.steps[&key];
         let st = match self.storage.as_mut() {
             None => self.storage.insert(self.backend.alloc(&self.ctx, &s.graph, s.plan.clone())?),
             Some(st) => {
@@ -316,20 +324,27 @@ impl<B: Backend> Llama<B> {
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// Builds and plans the graph for batches of `n` tokens, once.
-    fn step(&mut self, n: usize) -> Result<()> {
-        if self.steps.contains_key(&n) {
+    /// Cache positions a batch of `n` tokens after the cached ones attends
+    /// over: those in use, rounded up to [`KV_PAD`], at most the cache.
+    pub fn n_kv(&self, n: usize) -> usize {
+        (self.n_past + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
+    }
+
+    /// Builds and plans the graph for batches of `n` tokens attending over
+    /// `n_kv` cache positions, once.
+    fn step(&mut self, (n, n_kv): (usize, usize)) -> Result<()> {
+        if self.steps.contains_key(&(n, n_kv)) {
             return Ok(());
         }
-        let step = self.build(n)?;
-        self.steps.insert(n, step);
+        let step = self.build(n, n_kv)?;
+        self.steps.insert((n, n_kv), step);
         Ok(())
     }
 
-    fn build(&mut self, n: usize) -> Result<Step> {
+    fn build(&mut self, n: usize, n_kv: usize) -> Result<Step> {
         let hp = self.hp.clone();
         let (hd, nh, nkv, gqa) = (hp.head_dim() as i64, hp.n_head as i64, hp.n_head_kv as i64, hp.n_embd_gqa() as i64);
-        let (nt, nctx) = (n as i64, self.n_ctx as i64);
+        let (nt, nctx) = (n as i64, n_kv as i64);
         let c = &mut self.ctx;
         let tokens = c.new_tensor_1d(DType::I32, nt)?;
         c.set_name(tokens, "inp_tokens")?;
@@ -360,7 +375,7 @@ impl<B: Backend> Llama<B> {
             let v = c.mul_mat(l.wv, h)?;
             c.set_rows(l.k_cache, k, pos)?;
             c.set_rows(l.v_cache, v, pos)?;
-            // attention over the whole cache, built after the writes (program order)
+            // attention over the first n_kv cache positions, built after the writes (program order)
             let keys = c.view_3d(l.k_cache, [hd, nctx, nkv], (gqa * 4) as usize, (hd * 4) as usize, 0)?;
             let q = c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
             let kq = c.mul_mat(keys, q)?; // [nctx, nt, nh]

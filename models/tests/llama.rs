@@ -52,6 +52,37 @@ fn f32_logits_match_llama_cpp_batched_and_one_at_a_time() {
     }
 }
 
+/// The attended cache length grows in steps of `KV_PAD`: a long sequence fed
+/// across the 256 boundary, in any split, gives the logits of one batch over
+/// the whole cache; and the fixture's 16 positions match llama.cpp with a
+/// cache far larger than the attended part.
+#[test]
+fn attended_cache_grows_in_kv_pad_steps() {
+    use rgml_models::llama::KV_PAD;
+    let (toks, want) = (tokens(), reference());
+    let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), Some(3 * KV_PAD), 2).unwrap();
+    assert_eq!(m.n_kv(toks.len()), KV_PAD);
+    assert!(max_diff(&m.eval(&toks).unwrap(), &want) <= 1e-4);
+    m.reset().unwrap();
+    let long: Vec<u32> = (0..KV_PAD + 40).map(|i| toks[i % toks.len()] ^ (i as u32 / 16 % 4)).collect();
+    let nv = m.hp.n_vocab;
+    // reference: one batch over 2 * KV_PAD positions
+    let whole = m.eval(&long).unwrap();
+    m.reset().unwrap();
+    // the same tokens across the boundary: a batch that fills 250 positions, then
+    // singles, then a batch that crosses into the second step
+    let mut split = m.eval(&long[..250]).unwrap();
+    assert_eq!(m.n_kv(1), KV_PAD);
+    for &t in &long[250..254] {
+        split.extend(m.eval(&[t]).unwrap());
+    }
+    assert_eq!(m.n_kv(10), 2 * KV_PAD);
+    split.extend(m.eval(&long[254..]).unwrap());
+    assert_eq!(split.len(), long.len() * nv);
+    let d = max_diff(&split, &whole);
+    assert!(d <= 1e-4, "split vs one batch: max abs diff {d}");
+}
+
 /// Q8_0 and Q4_0 versions (quantized by rgml, byte-identical to gguf-py) match
 /// llama.cpp's own logits for those files (activations rounded through Q8_0 as
 /// ggml does), batched and one token at a time; and differ from the F32 logits
