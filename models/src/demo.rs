@@ -3,6 +3,7 @@
 //! node's shape, strides and the bytes it moves; runs it and checks the result
 //! against a plain loop.
 
+use crate::outln;
 use std::time::Instant;
 
 use rgml::{cost, Context, CpuBackend, Graph, TensorId};
@@ -38,13 +39,13 @@ pub fn run(n: i64, threads: usize) -> Result<bool, String> {
     ctx.set_name(bsum, "sum_rows(block)").map_err(e)?;
 
     let graph = Graph::build(&ctx, &[z, bsum]).map_err(e)?;
-    println!("rgml demo: x is a {n}x{n} f32 matrix ({} MiB)\n", (nn * 4) >> 20);
-    println!("{:<22} {:<9} {:<22} {:<32} {:>5} {:>12}", "node", "op", "ne", "nb (bytes)", "view", "bytes moved");
+    outln!("rgml demo: x is a {n}x{n} f32 matrix ({} MiB)\n", (nn * 4) >> 20);
+    outln!("{:<22} {:<9} {:<22} {:<32} {:>5} {:>12}", "node", "op", "ne", "nb (bytes)", "view", "bytes moved");
     for &id in graph.leafs().iter().chain(graph.nodes()) {
         let t = ctx.tensor(id).map_err(e)?;
         let l = t.layout();
         let moved = cost::traffic(&ctx, id).map_err(e)?.total();
-        println!(
+        outln!(
             "{:<22} {:<9} {:<22} {:<32} {:>5} {:>12}",
             ctx.label(id),
             t.op().name(),
@@ -54,12 +55,12 @@ pub fn run(n: i64, threads: usize) -> Result<bool, String> {
             moved
         );
     }
-    println!("\nbuilding transpose + view took {:?} (metadata only: independent of size)", build_views);
+    outln!("\nbuilding transpose + view took {:?} (metadata only: independent of size)", build_views);
 
     let cpu = CpuBackend::new(threads).map_err(e)?;
     let t1 = Instant::now();
     let st = cpu.run(&ctx, &graph).map_err(e)?;
-    println!("computing the graph on {} threads took {:?}\n", cpu.threads(), t1.elapsed());
+    outln!("computing the graph on {} threads took {:?}\n", cpu.threads(), t1.elapsed());
 
     let got_y = st.read_f32(&ctx, y).map_err(e)?;
     let got_x = st.read_f32(&ctx, x).map_err(e)?;
@@ -67,7 +68,7 @@ pub fn run(n: i64, threads: usize) -> Result<bool, String> {
     let n = n as usize;
     let mut ok = true;
     let mut check = |what: &str, pass: bool| {
-        println!("check {:<58} {}", what, if pass { "ok" } else { "FAILED" });
+        outln!("check {:<58} {}", what, if pass { "ok" } else { "FAILED" });
         ok &= pass;
     };
     let y_ok = (0..n).all(|i1| (0..n).all(|i0| got_y[i1 * n + i0] == (xv[i0 * n + i1] + i0 as f32) * 0.5));

@@ -9,5 +9,6 @@ pub mod gguf_cli;
 pub mod graph_cases;
 pub mod llama;
 pub mod mlp;
+pub mod out;
 pub mod plan_report;
 pub mod run;

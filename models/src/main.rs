@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
-use rgml_models::graph_cases;
+use rgml_models::{graph_cases, out, outln};
 
 #[derive(Parser)]
 #[command(name = "rgml", version, about = "A ggml-style static compute graph executor")]
@@ -155,18 +155,18 @@ fn main() -> ExitCode {
             bench(BenchArgs { json, backend, device, threads, n, reps, llama })
         }
         Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
-            print!("{s}");
+            out!("{s}");
             ExitCode::SUCCESS
         }),
         Cmd::Dump { file, tensor, out } => {
             rgml_models::gguf_cli::dump(&file, &tensor, &out).map_err(|e| e.to_string()).map(|n| {
-                println!("wrote {n} f32 values to {}", out.display());
+                outln!("wrote {n} f32 values to {}", out.display());
                 ExitCode::SUCCESS
             })
         }
         Cmd::Quantize { input, output, dtype } => match rgml::DType::from_name(&dtype) {
             None => Err(format!("unknown type {dtype}")),
-            Some(t) => rgml_models::gguf_cli::quantize(&input, &output, t, |line| println!("{line}"))
+            Some(t) => rgml_models::gguf_cli::quantize(&input, &output, t, |line| outln!("{line}"))
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
@@ -180,11 +180,11 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())
             .and_then(|d| std::fs::write(&out, d).map_err(|e| e.to_string()))
             .map(|()| {
-                println!("wrote {}", out.display());
+                outln!("wrote {}", out.display());
                 ExitCode::SUCCESS
             }),
         Cmd::Plan => rgml_models::plan_report::all().map(|rs| {
-            rs.iter().for_each(|r| println!("{r}"));
+            rs.iter().for_each(|r| outln!("{r}"));
             ExitCode::SUCCESS
         }),
     };
@@ -223,7 +223,7 @@ fn eval(
         } else {
             failed += 1;
             let why = r.error.clone().unwrap_or_else(|| r.failures.join("; "));
-            println!("FAIL {}: {why}", r.id);
+            outln!("FAIL {}: {why}", r.id);
         }
         if let Some(o) = out.as_mut() {
             writeln!(o, "{}", r.emit).map_err(|e| e.to_string())?;
@@ -232,7 +232,7 @@ fn eval(
     if let Some(mut o) = out {
         o.flush().map_err(|e| e.to_string())?;
     }
-    println!("{passed} passed, {failed} failed");
+    outln!("{passed} passed, {failed} failed");
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -264,13 +264,13 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
         a.reps,
         |r| {
             if header.replace(false) {
-                println!("{}", bench::table_header());
+                outln!("{}", bench::table_header());
             }
-            println!("{}", if json { r.json() } else { r.table_line() });
+            outln!("{}", if json { r.json() } else { r.table_line() });
         },
         |name, e| {
             if json {
-                println!("{}", serde_json::json!({"name": name, "error": e}));
+                outln!("{}", serde_json::json!({"name": name, "error": e}));
             }
             eprintln!("FAILED {name}: {e}");
         },
@@ -281,21 +281,21 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
 fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
     use rgml_models::bench;
     if !json {
-        println!("{}", bench::table_header());
+        outln!("{}", bench::table_header());
     }
     bench::run(threads, n, reps, |r| {
-        println!("{}", if json { r.json() } else { r.table_line() });
+        outln!("{}", if json { r.json() } else { r.table_line() });
     })?;
     if llama {
         for dt in [rgml::DType::Q4_0, rgml::DType::Q8_0] {
             let s = bench::llama_speed(dt, threads, 64, 16)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"name": format!("llama-{dt}"), "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps})
                 );
             } else {
-                println!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
+                outln!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
             }
         }
     }

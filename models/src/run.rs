@@ -1,5 +1,6 @@
 //! `rgml run`: a llama model on token ids, greedy generation, timings.
 
+use crate::outln;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -53,12 +54,12 @@ pub fn run<B: Backend>(
         eprintln!();
     }
     let gen_s = t.elapsed().as_secs_f64();
-    println!("prompt: {prompt:?}");
-    println!("generated: {generated:?}");
+    outln!("prompt: {prompt:?}");
+    outln!("generated: {generated:?}");
     if let Some(text) = m.detokenize(&generated) {
-        println!("text: {text:?}");
+        outln!("text: {text:?}");
     }
-    println!(
+    outln!(
         "prompt: {} tokens in {:.2} ms ({:.3} ms/token); generation: {} tokens in {:.2} ms ({:.3} ms/token)",
         prompt.len(),
         prompt_s * 1e3,
@@ -70,7 +71,7 @@ pub fn run<B: Backend>(
     if let Some(p) = logits_out {
         let bytes: Vec<u8> = all.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(p, bytes).map_err(|err| format!("{}: {err}", p.display()))?;
-        println!("wrote {} positions of logits to {}", all.len() / nv, p.display());
+        outln!("wrote {} positions of logits to {}", all.len() / nv, p.display());
     }
     Ok(())
 }

@@ -133,3 +133,22 @@ fn cli_bench_json_lines() {
         ]
     );
 }
+
+/// `rgml eval … | head -0`: output into a closed pipe ends the process quietly
+/// with success (no `println!` panic).
+#[test]
+fn cli_output_into_a_closed_pipe_is_not_a_panic() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rgml"))
+        .arg("eval")
+        .arg(fixture())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before the first line
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
