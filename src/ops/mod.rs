@@ -1,4 +1,4 @@
-//! Op constructors: each is a small method on [`Context`](crate::Context) that
+//! Op constructors: each is a small method on [`Context`] that
 //! checks its inputs, sets the result's shape, strides and sources, and nothing
 //! else. No op touches data here.
 
