@@ -31,7 +31,8 @@ BIN=.dev/bin
 if [ "${1:-}" = "--build" ]; then
     set -e
     mkdir -p "$BIN"
-    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_kernels_compile \
+    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
+        --test cuda_kernels_compile \
         | python3 -c '
 import json, sys, shutil
 for line in sys.stdin:
@@ -163,7 +164,9 @@ if want tests; then
     echo "== tests"
     run cuda_kernels_compile
     run cuda_ops
-    run rgml_lib backend::cuda
+    run cuda_quant
+    run cuda_matmul
+    run rgml_lib backend::
     echo "== tests: $pass passed, $fail failed"
     results+=("tests: $pass passed, $fail failed")
 fi
