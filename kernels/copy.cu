@@ -135,30 +135,41 @@ __device__ __forceinline__ unsigned int rg_bits_as(const char* p, int st, int dt
     }
 }
 
+// a[k] for a dim k chosen at run time, without indexing the kernel parameter
+// (a dynamic index would copy the whole struct to local memory).
+__device__ __forceinline__ i64 rg_pick(const i64 (&a)[4], int k) {
+    return k == 1 ? a[1] : (k == 2 ? a[2] : (k == 3 ? a[3] : a[0]));
+}
+
 extern "C" __global__ void rg_copy_transpose(char* dst, RgT d, const char* src, RgT ts, int k, int p, int q) {
     __shared__ unsigned int tile[RG_TILE][RG_TILE + 1];
-    const i64 ne0 = d.ne[0], nek = d.ne[k], nep = d.ne[p], npq = d.ne[p] * d.ne[q];
-    const bool d2 = d.type == RG_F16 || d.type == RG_BF16;
+    const i64 ne0 = d.ne[0], nek = rg_pick(d.ne, k), nep = rg_pick(d.ne, p), npq = nep * rg_pick(d.ne, q);
+    const i64 snb0 = ts.nb[0], snbk = rg_pick(ts.nb, k), dnb0 = d.nb[0], dnbk = rg_pick(d.nb, k);
+    const i64 snbp = rg_pick(ts.nb, p), snbq = rg_pick(ts.nb, q), dnbp = rg_pick(d.nb, p), dnbq = rg_pick(d.nb, q);
+    const int st = ts.type, dt = d.type;
+    const bool d2 = dt == RG_F16 || dt == RG_BF16;
     const int tx = threadIdx.x, ty = threadIdx.y;
     // every loop bound below is uniform over the block, so all threads reach each barrier
     for (i64 z = blockIdx.z; z < npq; z += gridDim.z) {
         const i64 ip = z % nep, iq = z / nep;
-        const char* sb = src + ip * ts.nb[p] + iq * ts.nb[q];
-        char* db = dst + ip * d.nb[p] + iq * d.nb[q];
+        const char* sb = src + ip * snbp + iq * snbq;
+        char* db = dst + ip * dnbp + iq * dnbq;
         for (i64 kb = (i64)blockIdx.y * RG_TILE; kb < nek; kb += (i64)gridDim.y * RG_TILE) {
             for (i64 i0b = (i64)blockIdx.x * RG_TILE; i0b < ne0; i0b += (i64)gridDim.x * RG_TILE) {
+                // read along k (src's unit stride): tile[j][tx] = src(i0b + j, kb + tx)
                 const i64 ik = kb + tx;
                 for (int j = ty; j < RG_TILE; j += RG_TILE_ROWS) {
                     const i64 i0 = i0b + j;
-                    if (ik < nek && i0 < ne0) tile[j][tx] = rg_bits_as(sb + i0 * ts.nb[0] + ik * ts.nb[k], ts.type, d.type);
+                    if (ik < nek && i0 < ne0) tile[j][tx] = rg_bits_as(sb + i0 * snb0 + ik * snbk, st, dt);
                 }
                 __syncthreads();
+                // write along dim 0 (dst's unit stride): dst(i0b + tx, kb + j) = tile[tx][j]
                 const i64 i0 = i0b + tx;
                 for (int j = ty; j < RG_TILE; j += RG_TILE_ROWS) {
                     const i64 ikw = kb + j;
                     if (ikw < nek && i0 < ne0) {
-                        char* pd = db + i0 * d.nb[0] + ikw * d.nb[k];
-                        unsigned int v = tile[tx][j];
+                        char* pd = db + i0 * dnb0 + ikw * dnbk;
+                        const unsigned int v = tile[tx][j];
                         if (d2) *(unsigned short*)pd = (unsigned short)v;
                         else *(unsigned int*)pd = v;
                     }
@@ -166,51 +177,5 @@ extern "C" __global__ void rg_copy_transpose(char* dst, RgT d, const char* src, 
                 __syncthreads();
             }
         }
-    }
-}
-
-// General path: any strides, any plain types.
-extern "C" __global__ void rg_copy(char* dst, RgT d, const char* src, RgT ts, i64 n) {
-    RG_GRID_STRIDE(i, n) {
-        char* pd = dst + rg_offset(d, i);
-        const char* ps = src + rg_offset(ts, i);
-        if (d.type == RG_I32 && ts.type == RG_I32) {
-            *(int*)pd = *(const int*)ps;
-        } else {
-            rg_store(pd, d.type, rg_load(ps, ts.type));
-        }
-    }
-}
-
-// ---- block types (kernels/quant.cuh) ----
-
-// Dequantizing copy: element i of dst (plain type, any strides) in logical
-// order takes element i of src (a block type blocked along ts.bdim, any strides).
-extern "C" __global__ void rg_copy_dq(char* dst, RgT d, const char* src, RgT ts, i64 n) {
-    RG_GRID_STRIDE(i, n) { rg_store(dst + rg_offset(d, i), d.type, rgq_get(src, ts, i)); }
-}
-
-// Quantizing copy: one thread per block of dst (a 32-value block type blocked
-// along d.bdim, any strides); its values are the elements of src (any type the
-// kernels read, any layout) at the same logical indices. nblocks = dst's blocks.
-extern "C" __global__ void rg_copy_q(char* dst, RgT d, const char* src, RgT ts, i64 nblocks) {
-    RG_GRID_STRIDE(k, nblocks) {
-        i64 u[4];
-        char* blk = dst + rgq_unit_offset(d, k, u);
-        float x[RGQ_QK];
-        for (int j = 0; j < RGQ_QK; ++j) x[j] = rgq_get(src, ts, rgq_logical(d, u, j));
-        rgq_quantize(d.type, blk, x);
-    }
-}
-
-// Same-type block move: block k of dst (flat over its storage units) takes
-// block k of src (flat over src's units) byte for byte, never requantizing.
-// The host calls it when both have the same unit shape or the same blocks per
-// row along dim 0.
-extern "C" __global__ void rg_copy_blocks(char* dst, RgT d, const char* src, RgT ts, i64 nblocks) {
-    int size = rgq_type_size(d.type);
-    RG_GRID_STRIDE(k, nblocks) {
-        i64 ud[4], us[4];
-        rgq_copy_block(dst + rgq_unit_offset(d, k, ud), src + rgq_unit_offset(ts, k, us), size);
     }
 }
