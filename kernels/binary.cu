@@ -41,6 +41,8 @@ extern "C" __global__ void rg_binary_f32_contig4(int op, float* dst, const float
 // V. Index math once per row, in 32 bits (the host checked rows and every
 // ne1..ne3 fit). V = 4: float4s (the host checked ne0 % 4 == 0, chunk % 4 == 0
 // and every row start 16-byte aligned). dst may be a (in place).
+#define RG_ROW_BATCH 4
+
 template <int V>
 __device__ __forceinline__ void rg_binary_rows(int op, char* dst, const RgT& d, const char* a, const RgT& ta,
                                                const char* b, const RgT& tb, unsigned int rows, i64 chunk) {
@@ -57,12 +59,41 @@ __device__ __forceinline__ void rg_binary_rows(int op, char* dst, const RgT& d, 
     const float bs = bone ? pb[0] : 0.0f;
     const i64 lo = (i64)blockIdx.y * chunk;
     const i64 hi = lo + chunk < d.ne[0] ? lo + chunk : d.ne[0];
-    for (i64 i = lo + (i64)threadIdx.x * V; i < hi; i += (i64)blockDim.x * V) {
+    const i64 step = (i64)blockDim.x * V;
+    // RG_ROW_BATCH steps at a time: every load of the batch before any store, so
+    // more bytes are in flight per thread. Each element is read and written by
+    // this thread only, so this is safe in place (dst == a, or dst == b of a's shape).
+    for (i64 base = lo + (i64)threadIdx.x * V; base < hi; base += step * RG_ROW_BATCH) {
         if (V == 4) {
-            const float4 y = bone ? make_float4(bs, bs, bs, bs) : *(const float4*)(pb + i);
-            *(float4*)(pd + i) = rg_binop4(op, *(const float4*)(pa + i), y);
+            float4 xa[RG_ROW_BATCH], xb[RG_ROW_BATCH];
+#pragma unroll
+            for (int u = 0; u < RG_ROW_BATCH; ++u) {
+                const i64 i = base + u * step;
+                if (i < hi) {
+                    xa[u] = *(const float4*)(pa + i);
+                    xb[u] = bone ? make_float4(bs, bs, bs, bs) : *(const float4*)(pb + i);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < RG_ROW_BATCH; ++u) {
+                const i64 i = base + u * step;
+                if (i < hi) *(float4*)(pd + i) = rg_binop4(op, xa[u], xb[u]);
+            }
         } else {
-            pd[i] = rg_binop(op, pa[i], bone ? bs : pb[i]);
+            float xa[RG_ROW_BATCH], xb[RG_ROW_BATCH];
+#pragma unroll
+            for (int u = 0; u < RG_ROW_BATCH; ++u) {
+                const i64 i = base + u * step;
+                if (i < hi) {
+                    xa[u] = pa[i];
+                    xb[u] = bone ? bs : pb[i];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < RG_ROW_BATCH; ++u) {
+                const i64 i = base + u * step;
+                if (i < hi) pd[i] = rg_binop(op, xa[u], xb[u]);
+            }
         }
     }
 }

@@ -141,7 +141,9 @@ __device__ __forceinline__ i64 rg_pick(const i64 (&a)[4], int k) {
     return k == 1 ? a[1] : (k == 2 ? a[2] : (k == 3 ? a[3] : a[0]));
 }
 
-extern "C" __global__ void rg_copy_transpose(char* dst, RgT d, const char* src, RgT ts, int k, int p, int q) {
+// 8 blocks of 256 threads per SM: ptxas fits it in 32 registers without spills
+// (sm_90), so the SM is full and has many loads in flight.
+extern "C" __global__ void __launch_bounds__(256, 8) rg_copy_transpose(char* dst, RgT d, const char* src, RgT ts, int k, int p, int q) {
     __shared__ unsigned int tile[RG_TILE][RG_TILE + 1];
     const i64 ne0 = d.ne[0], nek = rg_pick(d.ne, k), nep = rg_pick(d.ne, p), npq = nep * rg_pick(d.ne, q);
     const i64 snb0 = ts.nb[0], snbk = rg_pick(ts.nb, k), dnb0 = d.nb[0], dnbk = rg_pick(d.nb, k);

@@ -143,6 +143,7 @@ pub(crate) fn row_plan(dst: &Bound, a: &Bound, b: &Bound) -> Option<RowPlan> {
     let tpr = (per as u64).next_power_of_two().clamp(32, 256) as u32;
     let rpb = 256 / tpr;
     let step = i64::from(tpr) * v;
+    // one batch of `RG_ROW_BATCH` (4) steps per thread (kernels/binary.cu)
     let mut chunk = step * 4;
     if (ne0 + chunk - 1) / chunk > 65535 {
         chunk = ((ne0 + 65534) / 65535 + step - 1) / step * step;
