@@ -3,6 +3,10 @@
 // element counts agree). Plain types F32/F16/BF16/I32; I32 to I32 is exact;
 // block types (dequantizing, quantizing into the 32-value types, moving blocks)
 // below. Compiled with prelude.cuh and quant.cuh prepended.
+//
+// Fast paths (chosen on the host, src/backend/cuda/fast.rs): packed same-type
+// copies in vectors of up to 16 bytes, packed F32 <-> F16/BF16 in vectors of
+// 4 values, and a shared-memory tiled copy for transposed sources.
 
 // ---- packed fast paths (the host picks the vector width; src/backend/cuda/fast.rs) ----
 //
