@@ -255,3 +255,230 @@ fn concat_and_repeat() {
         ]
     });
 }
+
+// ---- fast paths (src/backend/cuda/fast.rs) and their edges ----
+//
+// Copies and conversions must match the CPU bit for bit (tolerance 0; NaN
+// matches any NaN since read_f32 goes through f32). The binary ops are one
+// IEEE f32 operation per element on both devices, so they are compared
+// exactly too; unary ops with transcendental functions get 1e-5.
+
+/// Values that probe f16/bf16 rounding: ties to even, overflow to infinity,
+/// subnormals, signed zeros, NaNs (quiet and signalling patterns), infinities.
+fn special_values() -> Vec<f32> {
+    let b = f32::from_bits;
+    let mut v = vec![
+        1.0 + 1.0 / 2048.0, // f16 tie between 1 and 1+2^-10: to even (1)
+        1.0 + 3.0 / 2048.0, // f16 tie: to even (1+2^-9)
+        -(1.0 + 1.0 / 2048.0),
+        1.0 + 1.0 / 256.0, // bf16 tie: to even (1)
+        1.0 + 3.0 / 256.0, // bf16 tie: to even (1+2^-6)
+        65504.0,           // f16 max
+        65519.0,           // below the f16 overflow tie: 65504
+        65520.0,           // the f16 overflow tie: inf
+        -1.0e6,            // f16 overflow: -inf
+        f32::MAX,          // bf16 rounds to inf
+        b(0x7f7f_7fff),    // bf16: just below the tie, stays finite
+        5.960_464_5e-8,    // 2^-24: f16's smallest subnormal
+        2.980_232_2e-8,    // 2^-25: f16 tie with 0, to even (0)
+        4.470_348_4e-8,    // 1.5·2^-25 ... rounds up to 2^-24
+        1.0e-40,           // f32 subnormal
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        b(0x7f80_0001), // signalling NaN pattern
+        b(0xffc0_1234), // negative quiet NaN with payload
+        b(0x7fff_ffff),
+        0.1,
+        -2.5,
+        1234.567,
+    ];
+    let mut rng = Rng(77);
+    v.extend(rng.vec(1000, 70000.0));
+    v
+}
+
+#[test]
+fn packed_copies_vectors_heads_and_tails() {
+    check("packed copies", 0.0, |ctx| {
+        let mut rng = Rng(20);
+        let mut outs = Vec::new();
+        let buf = leaf(ctx, &mut rng, &[1100, 1, 1, 1], 3.0);
+        // n not a multiple of 4/16; src 0, 4, 8, 12 bytes off 16 (into aligned dst): widths 16, 4, 8, 4
+        for (n, off) in [(1, 0), (3, 0), (4, 0), (17, 0), (1031, 0), (1029, 4), (1030, 8), (1027, 12), (5, 12)] {
+            let v = ctx.view_1d(buf, n, off).unwrap();
+            outs.push(ctx.dup(v).unwrap());
+        }
+        // dst and src both 4 bytes off: a 12-byte head, then 16-byte vectors; and dst off, src not
+        let dbuf = ctx.new_tensor(DType::F32, &[1100]).unwrap();
+        let dv = ctx.view_1d(dbuf, 1000, 4).unwrap();
+        let sv = ctx.view_1d(buf, 1000, 4).unwrap();
+        outs.push(ctx.cpy(sv, dv).unwrap());
+        let dbuf2 = ctx.new_tensor(DType::F32, &[1100]).unwrap();
+        let dv2 = ctx.view_1d(dbuf2, 1001, 8).unwrap();
+        let sv2 = ctx.view_1d(buf, 1001, 0).unwrap();
+        outs.push(ctx.cpy(sv2, dv2).unwrap());
+        // 2-byte elements 2 and 6 bytes off: 2-byte vectors, or a head
+        let h = ctx.new_tensor(DType::F16, &[600]).unwrap();
+        let hv: Vec<f16> = rng.vec(600, 2.0).into_iter().map(f16::from_f32).collect();
+        ctx.set_data(h, &hv).unwrap();
+        for (n, off) in [(599, 2), (333, 6), (7, 14)] {
+            let v = ctx.view_1d(h, n, off).unwrap();
+            outs.push(ctx.dup(v).unwrap());
+        }
+        let hd = ctx.new_tensor(DType::F16, &[600]).unwrap();
+        let hdv = ctx.view_1d(hd, 590, 2).unwrap();
+        let hsv = ctx.view_1d(h, 590, 2).unwrap();
+        outs.push(ctx.cpy(hsv, hdv).unwrap());
+        // a packed 4D tensor
+        let a = leaf(ctx, &mut rng, &[5, 3, 7, 2], 1.0);
+        outs.push(ctx.cont(a).unwrap());
+        outs
+    });
+}
+
+#[test]
+fn packed_conversions_round_like_the_cpu() {
+    check("packed conversions", 0.0, |ctx| {
+        let vals = special_values();
+        let n = vals.len() as i64;
+        let src = ctx.new_f32(&[n], &vals).unwrap();
+        let mut outs = Vec::new();
+        for dt in [DType::F16, DType::BF16] {
+            // src 0/4/8/12 bytes off 16, dst 0/2/4/6 bytes off 8; lengths not multiples of 4
+            for (m, soff, doff) in [(n, 0, 0), (n - 1, 4, 0), (n - 3, 4, 6), (n - 2, 8, 4), (n - 5, 12, 2), (3, 0, 2)] {
+                let s = ctx.view_1d(src, m, soff).unwrap();
+                let d = ctx.new_tensor(dt, &[n + 8]).unwrap();
+                let d = ctx.view_1d(d, m, doff).unwrap();
+                let to = ctx.cpy(s, d).unwrap();
+                outs.push(to);
+                // and back to f32, at an offset too
+                let f = ctx.new_tensor(DType::F32, &[n + 8]).unwrap();
+                let f = ctx.view_1d(f, m, (soff + 4) % 16).unwrap();
+                outs.push(ctx.cpy(to, f).unwrap());
+            }
+        }
+        // a 2D packed conversion
+        let s2 = ctx.view_2d(src, 13, (n / 13) - 1, 13 * 4, 0).unwrap();
+        let d2 = ctx.new_tensor(DType::BF16, &[13, (n / 13) - 1]).unwrap();
+        outs.push(ctx.cpy(s2, d2).unwrap());
+        outs
+    });
+}
+
+#[test]
+fn transposing_copies_tile_edges_and_types() {
+    check("transposing copies", 0.0, |ctx| {
+        let mut rng = Rng(21);
+        let mut outs = Vec::new();
+        // non-square, not multiples of 32; exact multiples; one tile; thin
+        for ne in [[37, 45], [64, 32], [32, 32], [1, 70], [70, 2], [33, 1000]] {
+            let x = leaf(ctx, &mut rng, &[ne[0], ne[1], 1, 1], 10.0);
+            let t = ctx.transpose(x).unwrap();
+            outs.push(ctx.cont(t).unwrap());
+        }
+        // 3D/4D: the unit-stride dim at 2 and 3, the others on grid z
+        let x = leaf(ctx, &mut rng, &[5, 33, 7, 2], 10.0);
+        for axes in [[2, 0, 1, 3], [3, 0, 1, 2], [1, 0, 2, 3], [2, 1, 0, 3]] {
+            let p = ctx.permute(x, axes).unwrap();
+            outs.push(ctx.cont(p).unwrap());
+        }
+        // with conversion: f32 -> f16/bf16 (special values), f16 -> f32, i32 -> i32
+        let vals = special_values();
+        let sp = ctx.new_f32(&[26, 39], &vals[..26 * 39]).unwrap();
+        let spt = ctx.transpose(sp).unwrap();
+        for dt in [DType::F16, DType::BF16, DType::F32] {
+            let d = ctx.new_tensor(dt, &[39, 26]).unwrap();
+            outs.push(ctx.cpy(spt, d).unwrap());
+        }
+        let h = ctx.new_tensor(DType::F16, &[40, 35, 3]).unwrap();
+        let hv: Vec<f16> = rng.vec(40 * 35 * 3, 100.0).into_iter().map(f16::from_f32).collect();
+        ctx.set_data(h, &hv).unwrap();
+        let ht = ctx.permute(h, [1, 0, 2, 3]).unwrap();
+        outs.push(ctx.cont(ht).unwrap());
+        let f = ctx.new_tensor(DType::F32, &[35, 40, 3]).unwrap();
+        outs.push(ctx.cpy(ht, f).unwrap());
+        let iv = ctx.new_tensor(DType::I32, &[9, 40]).unwrap();
+        ctx.set_data(iv, &(0..360).map(|i| i * 1_000_003 - 7).collect::<Vec<i32>>()).unwrap();
+        let it = ctx.transpose(iv).unwrap();
+        outs.push(ctx.cont(it).unwrap());
+        // a transposed view that starts 4 bytes into its buffer
+        let buf = leaf(ctx, &mut rng, &[40 * 30 + 1], 5.0);
+        let v = ctx.view_2d(buf, 40, 30, 40 * 4, 4).unwrap();
+        let vt = ctx.transpose(v).unwrap();
+        outs.push(ctx.cont(vt).unwrap());
+        outs
+    });
+}
+
+#[test]
+fn binary_rows_broadcast_and_vectors() {
+    check("binary rows", 0.0, |ctx| {
+        let mut rng = Rng(22);
+        let mut outs = Vec::new();
+        for ne0 in [1, 7, 64, 1027, 4100] {
+            let a = leaf(ctx, &mut rng, &[ne0, 6, 3, 2], 4.0);
+            let row = leaf(ctx, &mut rng, &[ne0, 1, 1, 1], 4.0);
+            let col = leaf(ctx, &mut rng, &[1, 6, 1, 1], 4.0);
+            let tiled = leaf(ctx, &mut rng, &[ne0, 3, 1, 2], 4.0);
+            let same = leaf(ctx, &mut rng, &[ne0, 6, 3, 2], 4.0);
+            outs.push(ctx.add(a, row).unwrap());
+            outs.push(ctx.div(a, col).unwrap());
+            outs.push(ctx.mul(a, tiled).unwrap());
+            outs.push(ctx.sub(a, same).unwrap());
+        }
+        // rows 4 bytes off 16 (scalar row path), and strided rows of a (row stride 260 bytes)
+        let buf = leaf(ctx, &mut rng, &[65 * 9 + 1], 4.0);
+        let row = leaf(ctx, &mut rng, &[64, 1, 1, 1], 4.0);
+        let off = ctx.view_2d(buf, 64, 9, 64 * 4, 4).unwrap();
+        outs.push(ctx.add(off, row).unwrap());
+        let strided = ctx.view_2d(buf, 64, 9, 65 * 4, 0).unwrap();
+        outs.push(ctx.mul(strided, row).unwrap());
+        // packed same shape, misaligned: the scalar packed path
+        let v1 = ctx.view_1d(buf, 401, 4).unwrap();
+        let v2 = ctx.view_1d(buf, 401, 12).unwrap();
+        outs.push(ctx.add(v1, v2).unwrap());
+        outs
+    });
+}
+
+#[test]
+fn binary_in_place_packed_and_rows() {
+    for (name, ne0, off) in [("aligned", 1024, 0), ("odd", 1027, 0), ("misaligned", 1024, 4)] {
+        check(&format!("binary in place {name}"), 0.0, |ctx| {
+            let mut rng = Rng(23);
+            let n = ne0 * 5 + 4;
+            let a = leaf(ctx, &mut rng, &[n], 3.0);
+            let a2 = leaf(ctx, &mut rng, &[n], 3.0);
+            let b = leaf(ctx, &mut rng, &[ne0, 5, 1, 1], 3.0);
+            let row = leaf(ctx, &mut rng, &[ne0, 1, 1, 1], 3.0);
+            let va = ctx.view_2d(a, ne0, 5, ne0 as usize * 4, off).unwrap();
+            let va2 = ctx.view_2d(a2, ne0, 5, ne0 as usize * 4, off).unwrap();
+            let m = ctx.mul_inplace(va, b).unwrap();
+            let r = ctx.add_inplace(va2, row).unwrap();
+            let s = ctx.scale_inplace(m, 0.5).unwrap();
+            vec![s, r]
+        });
+    }
+}
+
+#[test]
+fn unary_packed_vectors_and_tails() {
+    check("unary packed", 1e-5, |ctx| {
+        let mut rng = Rng(24);
+        let mut outs = Vec::new();
+        let buf = leaf(ctx, &mut rng, &[1040], 3.0);
+        for (n, off) in [(1024, 0), (1030, 0), (3, 0), (1029, 4), (1021, 8)] {
+            let v = ctx.view_1d(buf, n, off).unwrap();
+            outs.push(ctx.unary(UnaryOp::Gelu, v, false).unwrap());
+            outs.push(ctx.unary(UnaryOp::Neg, v, false).unwrap());
+            outs.push(ctx.scale(v, 1.75).unwrap());
+        }
+        let c = leaf(ctx, &mut rng, &[1031], 3.0);
+        let s = ctx.unary(UnaryOp::Silu, c, true).unwrap();
+        outs.push(ctx.unary(UnaryOp::Sqr, s, true).unwrap());
+        outs
+    });
+}

@@ -107,10 +107,6 @@ pub(crate) fn per_row(rows: i64, shared: u32) -> Result<LaunchConfig> {
     Ok(LaunchConfig { grid_dim: (g, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: shared })
 }
 
-fn packed_f32(ts: &[&Bound]) -> bool {
-    ts.iter().all(|t| t.l.dtype == DType::F32 && t.l.is_contiguous())
-}
-
 /// `src` as packed F32 rows in a new device buffer (dequantized/converted;
 /// any layout, any of the 12 block types blocked along any dim).
 pub(crate) fn to_f32_rows(dev: &Device, src: &Bound) -> Result<(CudaSlice<f32>, Layout)> {
@@ -282,12 +278,16 @@ pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
         return Err(Error::Mismatch(format!("internal: copy of {:?} into {:?}", src.l.ne, dst.l.ne)));
     }
     if dst.l.dtype == src.l.dtype && dst.l.is_contiguous() && src.l.is_contiguous() {
-        let nbytes = dst.l.nbytes() as i64;
-        launch!(dev, "copy", "rg_copy_bytes", flat(nbytes); dst.ptr, src.ptr, nbytes);
+        return super::fast::copy_packed(dev, &dst, &src);
+    }
+    if super::fast::convert_packed(dev, &dst, &src)? {
         return Ok(());
     }
     if dst.l.dtype.is_quantized() || src.l.dtype.is_quantized() {
         return super::quant::copy(dev, dst, src);
+    }
+    if let Some(k) = super::fast::transpose_dim(&dst.l, &src.l) {
+        return super::fast::copy_transposed(dev, &dst, &src, k);
     }
     launch!(dev, "copy", "rg_copy", flat(n); dst.ptr, dst.p("cpy")?, src.ptr, src.p("cpy")?, n);
     Ok(())
@@ -300,11 +300,8 @@ fn binary(dev: &Device, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<
         BinaryOp::Mul => kernels::BINARY_MUL,
         BinaryOp::Div => kernels::BINARY_DIV,
     };
-    let n = dst.l.nelements();
-    if packed_f32(&[&dst, &a, &b]) && a.l.ne == b.l.ne && a.l.ne == dst.l.ne {
-        launch!(dev, "binary", "rg_binary_f32_contig", flat(n); code, dst.ptr, a.ptr, b.ptr, n);
-    } else {
-        let name = op.name();
+    if !super::fast::binary(dev, code, &dst, &a, &b)? {
+        let (name, n) = (op.name(), dst.l.nelements());
         launch!(dev, "binary", "rg_binary", flat(n);
             code, dst.ptr, dst.k(name)?, a.ptr, a.k(name)?, b.ptr, b.k(name)?, n);
     }
@@ -312,10 +309,8 @@ fn binary(dev: &Device, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<
 }
 
 fn unary(dev: &Device, code: i32, param: f32, dst: Bound, a: Bound) -> Result<()> {
-    let n = dst.l.nelements();
-    if packed_f32(&[&dst, &a]) && a.l.ne == dst.l.ne {
-        launch!(dev, "unary", "rg_unary_f32_contig", flat(n); code, param, dst.ptr, a.ptr, n);
-    } else {
+    if !super::fast::unary(dev, code, param, &dst, &a)? {
+        let n = dst.l.nelements();
         launch!(dev, "unary", "rg_unary", flat(n); code, param, dst.ptr, dst.p("unary")?, a.ptr, a.p("unary")?, n);
     }
     Ok(())

@@ -32,6 +32,7 @@
 //! ([`kernels::KTensor`]) and use 64-bit index math.
 
 mod exec;
+mod fast;
 pub mod kernels;
 mod matmul;
 mod nvrtc;
