@@ -137,8 +137,12 @@ impl CudaBackend {
         if self.poison {
             storage.poison_all(ctx, graph)?;
         }
-        let mut err = dev.stream.alloc_zeros::<i32>(1).map_err(cuda_err("alloc"))?;
-        let err_ptr = err.device_ptr_mut(&dev.stream).0;
+        // the index-error flag of get_rows/set_rows: only graphs that have them pay
+        // for its allocation and read-back
+        let indexed =
+            graph.nodes().iter().any(|&id| ctx.tensor(id).is_ok_and(|t| matches!(t.op(), Op::GetRows | Op::SetRows)));
+        let mut err = if indexed { Some(dev.stream.alloc_zeros::<i32>(1).map_err(cuda_err("alloc"))?) } else { None };
+        let err_ptr = err.as_mut().map_or(0, |e| e.device_ptr_mut(&dev.stream).0);
         for (step, &id) in graph.nodes().iter().enumerate() {
             let t = ctx.tensor(id)?;
             if t.op().is_metadata() || t.op() == Op::Leaf {
@@ -229,7 +233,10 @@ impl CudaBackend {
             }
         }
         dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
-        let flag = dev.stream.clone_dtoh(&err).map_err(cuda_err("download"))?;
+        let flag = match &err {
+            Some(e) => dev.stream.clone_dtoh(e).map_err(cuda_err("download"))?,
+            None => Vec::new(),
+        };
         if flag.first().is_some_and(|&f| f != 0) {
             return Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()));
         }
