@@ -21,7 +21,7 @@ use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 3] = [DType::Q4_0, DType::Q8_0, DType::Q4_K];
+const TYPES: [DType; 5] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
 
 /// xorshift64*.
@@ -58,6 +58,8 @@ fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         DType::Q4_0 => (0..2, 2..18),
         DType::Q8_0 => (0..2, 2..34),
         DType::Q4_K => (0..16, 16..144),
+        DType::Q5_K => (0..16, 16..176),
+        DType::Q6_K => (192..210, 0..192),
         DType::Q8_K => (0..4, 4..260),
         _ => unreachable!("{t}"),
     }
@@ -82,29 +84,37 @@ fn mangle(t: DType, row: &mut [u8], kind: Kind, no_min: bool, rng: &mut Rng) {
                 }
                 match t {
                     DType::Q8_K => blk[..4].copy_from_slice(&(rng.f32() * 0.1).to_le_bytes()),
-                    DType::Q4_K => {
+                    DType::Q4_K | DType::Q5_K => {
                         blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                         blk[2..4].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                         blk[4..16].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                    }
+                    DType::Q6_K => {
+                        blk[192..208].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                        blk[208..].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                     }
                     _ => blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0)),
                 }
             }
             Kind::Extreme => {
                 let q = match t {
-                    DType::Q4_0 | DType::Q4_K => 0xff * u8::from(ext),
+                    DType::Q4_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K => 0xff * u8::from(ext),
                     _ if ext => 0x80,
                     _ => 0x7f,
                 };
                 blk[qr.clone()].iter_mut().for_each(|v| *v = q);
                 if t == DType::Q8_K {
                     blk[..4].copy_from_slice(&1e3f32.to_le_bytes());
+                } else if t == DType::Q6_K {
+                    // the extreme signed scales, one sign per block
+                    blk[192..208].iter_mut().for_each(|v| *v = if ext { 0x80 } else { 0x7f });
+                    blk[208..].copy_from_slice(&f16_bytes(if ext { 60000.0 } else { -3.0e4 }));
                 } else {
                     let d = f16_bytes(if ext { 60000.0 } else { -3.0e4 });
                     for c in blk[sr.clone()].chunks_exact_mut(2).take(2) {
                         c.copy_from_slice(&d);
                     }
-                    if t == DType::Q4_K {
+                    if matches!(t, DType::Q4_K | DType::Q5_K) {
                         blk[4..16].iter_mut().for_each(|v| *v = 0xff);
                     }
                 }
@@ -147,14 +157,14 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
 
 /// Per value of a weight row, `|scaled quant| + |min term|`.
 fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
-    if w != DType::Q4_K {
+    if !matches!(w, DType::Q4_K | DType::Q5_K) {
         let mut x = vec![0f32; k];
         dequantize_row(w, row, &mut x).unwrap();
         return x.iter().map(|v| v.abs() as f64).collect();
     }
     let f16 = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64();
     let mut out = Vec::with_capacity(k);
-    for blk in row.chunks_exact(144) {
+    for blk in row.chunks_exact(w.type_size()) {
         let (d, dmin, sc) = (f16(blk), f16(&blk[2..]), &blk[4..16]);
         for v in 0..256 {
             let g = v / 32;
@@ -164,7 +174,11 @@ fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
             } else {
                 ((sc[g + 4] & 0x0f) | ((sc[g - 4] >> 6) << 4), (sc[g + 4] >> 4) | ((sc[g] >> 6) << 4))
             };
-            let q = (blk[16 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f;
+            let q = if w == DType::Q4_K {
+                (blk[16 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f
+            } else {
+                ((blk[48 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f) | (((blk[16 + v % 32] >> g) & 1) << 4)
+            };
             out.push((d * f64::from(s) * f64::from(q)).abs() + (dmin * f64::from(m)).abs());
         }
     }
@@ -286,7 +300,7 @@ fn the_best_kernel_is_the_detected_level() {
         assert!(t.min_rows() >= 1 && t.mr() >= 1);
     }
     assert!(tile_kernel_for(DType::Q8_0, SimdLevel::Scalar).is_none());
-    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q5_K, DType::Q6_K, DType::Q8_1] {
+    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
         assert!(tile_kernel(w).is_none(), "{w}");
     }
 }

@@ -120,6 +120,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     let (mr, min_rows, raw): (usize, usize, RawTile) = match (level, w) {
         (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, 1, scalar::q4_0),
         (SimdLevel::Scalar, DType::Q4_K) => (scalar::MR, 2, scalar::q4_k),
+        (SimdLevel::Scalar, DType::Q5_K) => (scalar::MR, 2, scalar::q5_k),
+        (SimdLevel::Scalar, DType::Q6_K) => (scalar::MR, 2, scalar::q6_k),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, 2, avx2::q4_0),
         #[cfg(target_arch = "x86_64")]
@@ -138,12 +140,18 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
 }
 
 /// Values per block of the weight type `w` and bytes per prepared activation
-/// block: 32 and [`PREPARED_BLOCK`], or for Q4_K 256 and a Q8_K block.
+/// block: 32 and [`PREPARED_BLOCK`], or for the k-quants 256 and a Q8_K block.
 fn format(w: DType) -> (usize, usize) {
-    match w {
-        DType::Q4_K => (QK_K, DType::Q8_K.type_size()),
-        _ => (QK, PREPARED_BLOCK),
+    if k_quant(w) {
+        (QK_K, DType::Q8_K.type_size())
+    } else {
+        (QK, PREPARED_BLOCK)
     }
+}
+
+/// The weight types with Q8_K activations, which are their own prepared rows.
+fn k_quant(w: DType) -> bool {
+    matches!(w, DType::Q4_K | DType::Q5_K | DType::Q6_K)
 }
 
 /// The bias the kernels for weights `w` add to the weight quants to make them
@@ -196,7 +204,7 @@ impl TileKernel {
     /// partner or `out` is not the matching size.
     pub fn prepare(&self, a: &[u8], out: &mut [u8]) -> Result<()> {
         const OP: &str = "tile::prepare";
-        if self.w == DType::Q4_K {
+        if k_quant(self.w) {
             let bytes = DType::Q8_K.type_size();
             if !a.len().is_multiple_of(bytes) || out.len() != a.len() {
                 return Err(Error::shape(
