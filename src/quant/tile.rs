@@ -134,6 +134,10 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 2, avx512::q4_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q6_K) => (avx512::MR, 2, avx512::q6_k),
         _ => return None,
     };
     Some(TileKernel { w, level, mr, min_rows, raw })
