@@ -129,6 +129,10 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_K) => (avx2::MR, 3, avx2::q4_k),
         #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q5_K) => (avx2::MR, 3, avx2::q5_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q6_K) => (avx2::MR, 3, avx2::q6_k),
+        #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, 1, avx512::q4_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
