@@ -1,22 +1,33 @@
 //! The register-tiled kernels of `rgml::quant::tile`:
 //! - every level this CPU supports against `quant::dot::dot_fn_scalar`, per
 //!   element, at odd sizes (k = 1, 3 and 129 blocks, i.e. 32, 96, 4128 for
-//!   Q4_0/Q8_0 and 256, 768, 4352 for Q4_K; weight rows 1..=mr; activation
-//!   rows 0..=19 and 37), on realistic, random-byte and extreme rows, with
-//!   unaligned slices and an output stride wider than the tile; the scalar
-//!   tiles bit for bit;
+//!   Q4_0/Q8_0, and 1, 3 and 17 super-blocks, i.e. 256, 768, 4352 for
+//!   Q4_K/Q5_K/Q6_K: partial chunks of packed blocks; weight rows 1..=mr;
+//!   activation rows 0..=19 and 37, which use every register-group size), on
+//!   realistic, random-byte and extreme rows (every quant and scale at its
+//!   extreme: the i16 sums of the AVX2 tiles at their bound), with unaligned
+//!   slices and an output stride wider than the tile; the scalar tiles bit
+//!   for bit;
 //! - that a call writes only its `out[j * stride + i]` elements;
 //! - the length checks and `prepare`'s errors;
 //! - `mul_mat` through the public graph API (weights quantized by `cpy`) at
 //!   sizes that do not fill the tiles, against a per-element reference from
 //!   `dot_fn_scalar` on `quantize_activations` output.
 //!
+//! - `mul_mat` from each type's `min_rows` activation rows (where it takes the
+//!   tile) against the per-element dot kernel it used before (`dot_fn`, this
+//!   CPU's level) and the scalar one.
+//!
 //! Tolerance: `|got - want| ≤ 1e-5 · Σ|terms|`, `Σ|terms|` the f64 sum of
-//! `(|d_w·q_w| + |min|) · |d_a·q_a|` (Q4_K's `min = dmin·m` is subtracted
-//! separately): the integer parts are exact, only the f32 scaling and summing
-//! of the blocks may round differently.
+//! `(|d_w·q_w| + |min|) · |d_a·q_a|` (Q4_K/Q5_K's `min = dmin·m` is subtracted
+//! separately): the integer parts (per block, or per super-block with its
+//! scales, mins and Q6_K's `- 32` correction) are exact on every path, so only
+//! the f32 scaling (`d_w·d_a`, FMA or not) and the in-order sum of the blocks
+//! may round differently: a few ulps of the largest partial sum, which is at
+//! most `Σ|terms|`; with at most 17 blocks summed that stays below
+//! `17 · 2 · 2^-24 ≈ 2e-6` of it, and 1e-5 leaves room.
 
-use rgml::quant::dot::{dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
+use rgml::quant::dot::{dot_fn, dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
@@ -366,7 +377,8 @@ fn run_checks_lengths() {
 }
 
 /// `mul_mat` of `m` quantized weight rows (`cpy` from f32) with `n × batch`
-/// activation rows, against `dot_fn_scalar` per element.
+/// activation rows, against `dot_fn_scalar` and `dot_fn` (this CPU's level,
+/// what `mul_mat` runs without a tile) per element.
 fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: usize) {
     let mut rng = Rng(k as u64 * 31 + m as u64 * 7 + n as u64);
     let (wv, xv) = (rng.vals(k * m), rng.vals(k * n * batch as usize));
@@ -379,7 +391,7 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
     let g = Graph::build(&ctx, &[out]).unwrap();
     let st = CpuBackend::new(threads).unwrap().run(&ctx, &g).unwrap();
     let got = st.read_f32(&ctx, out).unwrap();
-    let dot = dot_fn_scalar(w).unwrap();
+    let (dot, fast) = (dot_fn_scalar(w).unwrap(), dot_fn(w).unwrap());
     let wrows: Vec<Vec<u8>> = wv
         .chunks(k)
         .map(|r| {
@@ -392,12 +404,14 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
         let mut a = vec![0u8; vec_dot_type(w).row_size(k as i64).unwrap()];
         quantize_activations(w, xr, &mut a).unwrap();
         for (i, wr) in wrows.iter().enumerate() {
-            let (want, g) = (dot(k, wr, &a), got[r * m + i]);
+            let g = got[r * m + i];
             let mag = magnitude(w, k, wr, &a);
-            assert!(
-                (g as f64 - want as f64).abs() <= REL_TOL * mag,
-                "{w} k={k} m={m} n={n} threads={threads} ({i}, {r}): {g} vs {want}"
-            );
+            for want in [dot(k, wr, &a), fast(k, wr, &a)] {
+                assert!(
+                    (g as f64 - want as f64).abs() <= REL_TOL * mag,
+                    "{w} k={k} m={m} n={n} threads={threads} ({i}, {r}): {g} vs {want}"
+                );
+            }
         }
     }
 }
@@ -411,6 +425,19 @@ fn mul_mat_at_sizes_that_do_not_fill_tiles() {
             for threads in [1, 2] {
                 check_mul_mat(w, k, m, n, batch, threads);
             }
+        }
+    }
+}
+
+#[test]
+fn mul_mat_from_min_rows_equals_the_dot_path() {
+    for w in TYPES {
+        let Some(t) = tile_kernel(w) else { continue };
+        let (bs, lo) = (w.block_size(), t.min_rows());
+        // the first batches that take the tile, one that fills a register group
+        // and leaves a rest, and weight rows that leave a partial tile
+        for &(k, m, n) in &[(2 * bs, t.mr() + 3, lo), (3 * bs, 2 * t.mr() - 1, lo + 1), (5 * bs, 21, 4 * lo + 7)] {
+            check_mul_mat(w, k, m, n, 1, 2);
         }
     }
 }
