@@ -1,7 +1,7 @@
 //! One thread, `k = 4096`: 64 weight rows (in L2) against `n` activation
 //! rows, by the per-element dot kernel (`quant::dot::dot_fn`) and by the tile
 //! kernel (`quant::tile`, `mr` weight rows per call, every activation row), at
-//! each level this CPU has (Q4_0, Q8_0, Q4_K). Throughput in multiply-adds
+//! each level this CPU has (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K). Throughput in multiply-adds
 //! (elements = k·m·n).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -17,7 +17,7 @@ fn vals(n: usize, seed: u32) -> Vec<f32> {
 }
 
 fn tiles(c: &mut Criterion) {
-    for w in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+    for w in [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K] {
         let wrow = w.row_size(K as i64).unwrap();
         let mut wq = vec![0u8; wrow * M];
         for (src, dst) in vals(K * M, 1).chunks(K).zip(wq.chunks_mut(wrow)) {

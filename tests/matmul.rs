@@ -1,5 +1,6 @@
 //! `mul_mat` on every path: the per-row dot kernels (small batches, every
-//! weight type) and the blocked GEMM (F32 weights, batches of 16 or more),
+//! weight type), the register-tiled kernels (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
+//! from a few rows) and the blocked GEMM (F32 weights, batches of 16 or more),
 //! against an f64 reference built from the dequantized weights and the
 //! activations rounded the way ggml rounds them (to the weight's dot partner).
 
@@ -119,4 +120,10 @@ fn small_batches_use_the_dot_kernels_for_every_weight_type() {
 fn quantized_weights_with_large_batches() {
     check(DType::Q4_0, 64, 33, 40, [1, 1], [1, 1], false);
     check(DType::Q6_K, 256, 9, 20, [1, 1], [1, 1], false);
+    // the k-quant tiles (Q4_K_M / Q5_K_M files): partial tiles of weight rows,
+    // batches past every register group, broadcast and transposed activations
+    for wt in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+        check(wt, 768, 19, 23, [1, 1], [1, 1], false);
+        check(wt, 512, 17, 6, [2, 1], [1, 2], true);
+    }
 }

@@ -1,27 +1,38 @@
 //! The register-tiled kernels of `rgml::quant::tile`:
 //! - every level this CPU supports against `quant::dot::dot_fn_scalar`, per
 //!   element, at odd sizes (k = 1, 3 and 129 blocks, i.e. 32, 96, 4128 for
-//!   Q4_0/Q8_0 and 256, 768, 4352 for Q4_K; weight rows 1..=mr; activation
-//!   rows 0..=19 and 37), on realistic, random-byte and extreme rows, with
-//!   unaligned slices and an output stride wider than the tile; the scalar
-//!   tiles bit for bit;
+//!   Q4_0/Q8_0, and 1, 3 and 17 super-blocks, i.e. 256, 768, 4352 for
+//!   Q4_K/Q5_K/Q6_K: partial chunks of packed blocks; weight rows 1..=mr;
+//!   activation rows 0..=19 and 37, which use every register-group size), on
+//!   realistic, random-byte and extreme rows (every quant and scale at its
+//!   extreme: the i16 sums of the AVX2 tiles at their bound), with unaligned
+//!   slices and an output stride wider than the tile; the scalar tiles bit
+//!   for bit;
 //! - that a call writes only its `out[j * stride + i]` elements;
 //! - the length checks and `prepare`'s errors;
 //! - `mul_mat` through the public graph API (weights quantized by `cpy`) at
 //!   sizes that do not fill the tiles, against a per-element reference from
 //!   `dot_fn_scalar` on `quantize_activations` output.
 //!
+//! - `mul_mat` from each type's `min_rows` activation rows (where it takes the
+//!   tile) against the per-element dot kernel it used before (`dot_fn`, this
+//!   CPU's level) and the scalar one.
+//!
 //! Tolerance: `|got - want| ≤ 1e-5 · Σ|terms|`, `Σ|terms|` the f64 sum of
-//! `(|d_w·q_w| + |min|) · |d_a·q_a|` (Q4_K's `min = dmin·m` is subtracted
-//! separately): the integer parts are exact, only the f32 scaling and summing
-//! of the blocks may round differently.
+//! `(|d_w·q_w| + |min|) · |d_a·q_a|` (Q4_K/Q5_K's `min = dmin·m` is subtracted
+//! separately): the integer parts (per block, or per super-block with its
+//! scales, mins and Q6_K's `- 32` correction) are exact on every path, so only
+//! the f32 scaling (`d_w·d_a`, FMA or not) and the in-order sum of the blocks
+//! may round differently: a few ulps of the largest partial sum, which is at
+//! most `Σ|terms|`; with at most 17 blocks summed that stays below
+//! `17 · 2 · 2^-24 ≈ 2e-6` of it, and 1e-5 leaves room.
 
-use rgml::quant::dot::{dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
+use rgml::quant::dot::{dot_fn, dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 3] = [DType::Q4_0, DType::Q8_0, DType::Q4_K];
+const TYPES: [DType; 5] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
 
 /// xorshift64*.
@@ -58,6 +69,8 @@ fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         DType::Q4_0 => (0..2, 2..18),
         DType::Q8_0 => (0..2, 2..34),
         DType::Q4_K => (0..16, 16..144),
+        DType::Q5_K => (0..16, 16..176),
+        DType::Q6_K => (192..210, 0..192),
         DType::Q8_K => (0..4, 4..260),
         _ => unreachable!("{t}"),
     }
@@ -82,29 +95,37 @@ fn mangle(t: DType, row: &mut [u8], kind: Kind, no_min: bool, rng: &mut Rng) {
                 }
                 match t {
                     DType::Q8_K => blk[..4].copy_from_slice(&(rng.f32() * 0.1).to_le_bytes()),
-                    DType::Q4_K => {
+                    DType::Q4_K | DType::Q5_K => {
                         blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                         blk[2..4].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                         blk[4..16].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                    }
+                    DType::Q6_K => {
+                        blk[192..208].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                        blk[208..].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
                     }
                     _ => blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0)),
                 }
             }
             Kind::Extreme => {
                 let q = match t {
-                    DType::Q4_0 | DType::Q4_K => 0xff * u8::from(ext),
+                    DType::Q4_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K => 0xff * u8::from(ext),
                     _ if ext => 0x80,
                     _ => 0x7f,
                 };
                 blk[qr.clone()].iter_mut().for_each(|v| *v = q);
                 if t == DType::Q8_K {
                     blk[..4].copy_from_slice(&1e3f32.to_le_bytes());
+                } else if t == DType::Q6_K {
+                    // the extreme signed scales, one sign per block
+                    blk[192..208].iter_mut().for_each(|v| *v = if ext { 0x80 } else { 0x7f });
+                    blk[208..].copy_from_slice(&f16_bytes(if ext { 60000.0 } else { -3.0e4 }));
                 } else {
                     let d = f16_bytes(if ext { 60000.0 } else { -3.0e4 });
                     for c in blk[sr.clone()].chunks_exact_mut(2).take(2) {
                         c.copy_from_slice(&d);
                     }
-                    if t == DType::Q4_K {
+                    if matches!(t, DType::Q4_K | DType::Q5_K) {
                         blk[4..16].iter_mut().for_each(|v| *v = 0xff);
                     }
                 }
@@ -147,14 +168,14 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
 
 /// Per value of a weight row, `|scaled quant| + |min term|`.
 fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
-    if w != DType::Q4_K {
+    if !matches!(w, DType::Q4_K | DType::Q5_K) {
         let mut x = vec![0f32; k];
         dequantize_row(w, row, &mut x).unwrap();
         return x.iter().map(|v| v.abs() as f64).collect();
     }
     let f16 = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64();
     let mut out = Vec::with_capacity(k);
-    for blk in row.chunks_exact(144) {
+    for blk in row.chunks_exact(w.type_size()) {
         let (d, dmin, sc) = (f16(blk), f16(&blk[2..]), &blk[4..16]);
         for v in 0..256 {
             let g = v / 32;
@@ -164,7 +185,11 @@ fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
             } else {
                 ((sc[g + 4] & 0x0f) | ((sc[g - 4] >> 6) << 4), (sc[g + 4] >> 4) | ((sc[g] >> 6) << 4))
             };
-            let q = (blk[16 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f;
+            let q = if w == DType::Q4_K {
+                (blk[16 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f
+            } else {
+                ((blk[48 + 32 * (v / 64) + v % 32] >> (4 * (g % 2))) & 0x0f) | (((blk[16 + v % 32] >> g) & 1) << 4)
+            };
             out.push((d * f64::from(s) * f64::from(q)).abs() + (dmin * f64::from(m)).abs());
         }
     }
@@ -286,7 +311,7 @@ fn the_best_kernel_is_the_detected_level() {
         assert!(t.min_rows() >= 1 && t.mr() >= 1);
     }
     assert!(tile_kernel_for(DType::Q8_0, SimdLevel::Scalar).is_none());
-    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q5_K, DType::Q6_K, DType::Q8_1] {
+    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
         assert!(tile_kernel(w).is_none(), "{w}");
     }
 }
@@ -352,7 +377,8 @@ fn run_checks_lengths() {
 }
 
 /// `mul_mat` of `m` quantized weight rows (`cpy` from f32) with `n × batch`
-/// activation rows, against `dot_fn_scalar` per element.
+/// activation rows, against `dot_fn_scalar` and `dot_fn` (this CPU's level,
+/// what `mul_mat` runs without a tile) per element.
 fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: usize) {
     let mut rng = Rng(k as u64 * 31 + m as u64 * 7 + n as u64);
     let (wv, xv) = (rng.vals(k * m), rng.vals(k * n * batch as usize));
@@ -365,7 +391,7 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
     let g = Graph::build(&ctx, &[out]).unwrap();
     let st = CpuBackend::new(threads).unwrap().run(&ctx, &g).unwrap();
     let got = st.read_f32(&ctx, out).unwrap();
-    let dot = dot_fn_scalar(w).unwrap();
+    let (dot, fast) = (dot_fn_scalar(w).unwrap(), dot_fn(w).unwrap());
     let wrows: Vec<Vec<u8>> = wv
         .chunks(k)
         .map(|r| {
@@ -378,12 +404,14 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
         let mut a = vec![0u8; vec_dot_type(w).row_size(k as i64).unwrap()];
         quantize_activations(w, xr, &mut a).unwrap();
         for (i, wr) in wrows.iter().enumerate() {
-            let (want, g) = (dot(k, wr, &a), got[r * m + i]);
+            let g = got[r * m + i];
             let mag = magnitude(w, k, wr, &a);
-            assert!(
-                (g as f64 - want as f64).abs() <= REL_TOL * mag,
-                "{w} k={k} m={m} n={n} threads={threads} ({i}, {r}): {g} vs {want}"
-            );
+            for want in [dot(k, wr, &a), fast(k, wr, &a)] {
+                assert!(
+                    (g as f64 - want as f64).abs() <= REL_TOL * mag,
+                    "{w} k={k} m={m} n={n} threads={threads} ({i}, {r}): {g} vs {want}"
+                );
+            }
         }
     }
 }
@@ -397,6 +425,19 @@ fn mul_mat_at_sizes_that_do_not_fill_tiles() {
             for threads in [1, 2] {
                 check_mul_mat(w, k, m, n, batch, threads);
             }
+        }
+    }
+}
+
+#[test]
+fn mul_mat_from_min_rows_equals_the_dot_path() {
+    for w in TYPES {
+        let Some(t) = tile_kernel(w) else { continue };
+        let (bs, lo) = (w.block_size(), t.min_rows());
+        // the first batches that take the tile, one that fills a register group
+        // and leaves a rest, and weight rows that leave a partial tile
+        for &(k, m, n) in &[(2 * bs, t.mr() + 3, lo), (3 * bs, 2 * t.mr() - 1, lo + 1), (5 * bs, 21, 4 * lo + 7)] {
+            check_mul_mat(w, k, m, n, 1, 2);
         }
     }
 }

@@ -23,22 +23,28 @@
 //! from the [`vec_dot_type`] row that [`quantize_activations`] writes, and
 //! shared by every weight row.
 //!
-//! Q4_K (with Q8_K activations, whose rows are their own prepared form) packs
-//! each 256-value super-block the same way, 8 groups of 32 nibbles, plus its
-//! sub-block scales and mins decoded into i32 lanes: per group, 8 `vpdpbusd`
-//! (or `vpmaddubsw` summed in i16) give the exact dot, which is scaled by the
-//! 6-bit scale in integers (`vpmulld`, or `vpmaddwd`); the mins meet Q8_K's
-//! `bsums` through `vpdpwssd`/`vpmaddwd`; per super-block,
-//! `acc + d·d_a·isum - dmin·d_a·mins` in f32 as in the dot kernels.
+//! The k-quants Q4_K, Q5_K and Q6_K (with Q8_K activations, whose rows are
+//! their own prepared form) pack each 256-value super-block the same way:
+//! Q4_K/Q5_K as 8 groups of 32 unsigned quants (Q5_K's fifth bit merged into
+//! the nibbles), plus the sub-block scales and mins decoded into lanes; Q6_K as
+//! 16 groups of 16 quants kept `+ 32` (unsigned), plus its signed 8-bit scales.
+//! Per group, `vpdpbusd` (or `vpmaddubsw` summed in i16 as far as it cannot
+//! saturate) gives the exact dot, which is scaled in integers (`vpmulld`, or
+//! `vpmaddwd`); the mins, and Q6_K's `- 32 · Σ scale · bsum` correction, meet
+//! Q8_K's `bsums` through `vpdpwssd`/`vpmaddwd`; per super-block,
+//! `acc + d·d_a·isum - dmin·d_a·mins` (Q6_K: `acc + d·d_a·isum`) in f32 as in
+//! the dot kernels.
 //!
 //! # Tile shapes
 //! | weight | level | weight rows per call (`mr`) | activation rows per register group | `min_rows` |
 //! |---|---|---|---|---|
 //! | Q4_0, Q8_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
-//! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
+//! | Q4_K, Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
+//! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
 //! | Q4_0, Q8_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 2 |
-//! | Q4_K | AVX2 | 8 | 4, then 2/1 | 3 |
-//! | Q4_0, Q4_K | scalar | 4 | 1 | 1, 2 |
+//! | Q4_K, Q5_K | AVX2 | 8 | 4, then 2/1 | 3 |
+//! | Q6_K | AVX2 | 8 | 4, then 2/1 | 5 |
+//! | Q4_0; Q4_K, Q5_K, Q6_K | scalar | 4 | 1 | 1; 2 |
 //!
 //! A call may pass fewer weight rows than `mr` (the missing lanes repeat row 0
 //! and are never stored) and any number of activation rows. Packing a block
@@ -102,8 +108,8 @@ impl std::fmt::Debug for TileKernel {
 }
 
 /// The tile kernel for weights of type `w` at the best level this CPU has
-/// ([`SimdLevel::detect`]), or `None` when `w` has none there (Q4_0 and Q4_K
-/// have one on every level, Q8_0 on the SIMD levels).
+/// ([`SimdLevel::detect`]), or `None` when `w` has none there (Q4_0, Q4_K,
+/// Q5_K and Q6_K have one on every level, Q8_0 on the SIMD levels).
 pub fn tile_kernel(w: DType) -> Option<TileKernel> {
     tile_kernel_for(w, SimdLevel::detect())
 }
@@ -120,6 +126,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     let (mr, min_rows, raw): (usize, usize, RawTile) = match (level, w) {
         (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, 1, scalar::q4_0),
         (SimdLevel::Scalar, DType::Q4_K) => (scalar::MR, 2, scalar::q4_k),
+        (SimdLevel::Scalar, DType::Q5_K) => (scalar::MR, 2, scalar::q5_k),
+        (SimdLevel::Scalar, DType::Q6_K) => (scalar::MR, 2, scalar::q6_k),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, 2, avx2::q4_0),
         #[cfg(target_arch = "x86_64")]
@@ -127,23 +135,37 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_K) => (avx2::MR, 3, avx2::q4_k),
         #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q5_K) => (avx2::MR, 3, avx2::q5_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q6_K) => (avx2::MR, 5, avx2::q6_k),
+        #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, 1, avx512::q4_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 2, avx512::q4_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q6_K) => (avx512::MR, 3, avx512::q6_k),
         _ => return None,
     };
     Some(TileKernel { w, level, mr, min_rows, raw })
 }
 
 /// Values per block of the weight type `w` and bytes per prepared activation
-/// block: 32 and [`PREPARED_BLOCK`], or for Q4_K 256 and a Q8_K block.
+/// block: 32 and [`PREPARED_BLOCK`], or for the k-quants 256 and a Q8_K block.
 fn format(w: DType) -> (usize, usize) {
-    match w {
-        DType::Q4_K => (QK_K, DType::Q8_K.type_size()),
-        _ => (QK, PREPARED_BLOCK),
+    if k_quant(w) {
+        (QK_K, DType::Q8_K.type_size())
+    } else {
+        (QK, PREPARED_BLOCK)
     }
+}
+
+/// The weight types with Q8_K activations, which are their own prepared rows.
+fn k_quant(w: DType) -> bool {
+    matches!(w, DType::Q4_K | DType::Q5_K | DType::Q6_K)
 }
 
 /// The bias the kernels for weights `w` add to the weight quants to make them
@@ -180,23 +202,23 @@ impl TileKernel {
     }
 
     /// Bytes of a prepared activation row of `k` values; `None` when `k` is
-    /// not a whole number of blocks (32 values, 256 for Q4_K) or the size overflows.
+    /// not a whole number of blocks (32 values, 256 for the k-quants) or the size overflows.
     pub fn prepared_row_size(&self, k: usize) -> Option<usize> {
         let (bs, pb) = format(self.w);
         k.is_multiple_of(bs).then(|| (k / bs).checked_mul(pb)).flatten()
     }
 
     /// Prepares one activation row for [`TileKernel::run`]: `a` is a row of
-    /// the weight type's dot partner (Q8_0, or Q8_K for Q4_K, as
+    /// the weight type's dot partner (Q8_0, or Q8_K for the k-quants, as
     /// [`quantize_activations`](super::dot::quantize_activations) writes it),
     /// `out` receives [`TileKernel::prepared_row_size`] bytes (the format is
-    /// the same on every level; for Q4_K it is the Q8_K row itself).
+    /// the same on every level; for the k-quants it is the Q8_K row itself).
     ///
     /// Errors with [`Error::Shape`] when `a` is not whole blocks of the
     /// partner or `out` is not the matching size.
     pub fn prepare(&self, a: &[u8], out: &mut [u8]) -> Result<()> {
         const OP: &str = "tile::prepare";
-        if self.w == DType::Q4_K {
+        if k_quant(self.w) {
             let bytes = DType::Q8_K.type_size();
             if !a.len().is_multiple_of(bytes) || out.len() != a.len() {
                 return Err(Error::shape(

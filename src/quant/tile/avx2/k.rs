@@ -1,0 +1,354 @@
+//! The k-quant tiles, with Q8_K activations (their own prepared rows). The
+//! weight quants are unsigned bytes and `vpmaddubsw` products are summed in
+//! i16 only as far as they cannot saturate (a product pair is at most
+//! `2 · q_max · 128`), then widened by `vpmaddwd` with the group's scale:
+//!
+//! - Q4_K (`q ≤ 15`): the 8 vectors of a group of 32 in one i16 sum;
+//! - Q5_K (`q ≤ 31`, the fifth bit merged when packing): two sums of 4;
+//! - Q6_K (`q + 32 ≤ 63`): groups of 16, two sums of 2, signed 8-bit scales;
+//!   the `+ 32` comes back off as `32 · Σ_g scale_g · bsum_g` (`vpmaddwd`
+//!   with pairs of scales and `bsums`).
+//!
+//! Q4_K/Q5_K's mins meet Q8_K's `bsums` through `vpmaddwd`; per super-block,
+//! `acc + d·d_a·isum - dmin·d_a·mins` (Q6_K: `acc + d·d_a·isum`) in f32.
+
+// index loops read best over the lanes and vectors of a block
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use super::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
+
+/// Bytes of a Q8_K block.
+const QB: usize = 292;
+/// Super-blocks per packed chunk.
+const KC_K: usize = 4;
+/// Activation rows per register group.
+const NR_K: usize = 4;
+
+/// One packed Q4_K/Q5_K super-block of 8 rows: the quants of group `g` (32
+/// values) as 8 vectors like a Q4_0 block, the 6-bit scales and the mins twice
+/// per lane (two i16, for `vpmaddwd`), and `d`, `dmin` as f32.
+#[derive(Clone, Copy)]
+struct PackedK {
+    q: [[__m256i; 8]; 8],
+    sc: [__m256i; 8],
+    mins: [__m256i; 8],
+    d: __m256,
+    dmin: __m256,
+}
+
+/// A `vpshufb` index that puts, in every dword, byte `from[i]` of that dword
+/// at byte `i` (zero for `None`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dword_shuffle(from: [Option<usize>; 4]) -> __m256i {
+    let mut idx = [-128i8; 16];
+    for q in 0..4 {
+        for (i, f) in from.iter().enumerate() {
+            if let Some(f) = f {
+                idx[4 * q + i] = (4 * q + f) as i8;
+            }
+        }
+    }
+    // SAFETY: `idx` is 16 readable bytes
+    _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(idx.as_ptr().cast()) })
+}
+
+/// The 16 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane `r`
+/// of vector `e` holds bytes `4e..4e + 4` of row `r`.
+///
+/// # Safety
+/// `p[r] + off .. + 16` must be readable for every row; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn transpose16(p: &[*const u8; MR], off: usize) -> [__m256i; 4] {
+    let mut z = [_mm256_setzero_si256(); 4];
+    for g in 0..4 {
+        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
+    }
+    transpose4(z)
+}
+
+/// Super-block `b` of 8 Q4_K rows, or Q5_K rows when `FIVE` (whose nibbles
+/// start at byte 48, after the 32 bytes of fifth bits).
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut out = PackedK {
+        q: [[_mm256_setzero_si256(); 8]; 8],
+        sc: [_mm256_setzero_si256(); 8],
+        mins: [_mm256_setzero_si256(); 8],
+        d: _mm256_castsi256_ps(scales(p, off)),
+        dmin: _mm256_castsi256_ps(scales(p, off + 2)),
+    };
+    // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
+    let qs = if FIVE { 48 } else { 16 };
+    for c in 0..4 {
+        let t = transpose32(p, off + qs + 32 * c);
+        for e in 0..8 {
+            out.q[2 * c][e] = _mm256_and_si256(t[e], m4);
+            out.q[2 * c + 1][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(t[e]), m4);
+        }
+    }
+    if FIVE {
+        // bit g of qh byte l is the fifth bit of value 32g + l; after g shifts of
+        // a 16-bit lane, bit 0 of each byte is still that byte's bit g
+        let mut qh = transpose32(p, off + 16);
+        let m1 = _mm256_set1_epi8(1);
+        for g in 0..8 {
+            for e in 0..8 {
+                let bit = _mm256_slli_epi16::<4>(_mm256_and_si256(qh[e], m1));
+                out.q[g][e] = _mm256_or_si256(out.q[g][e], bit);
+                qh[e] = _mm256_srli_epi16::<1>(qh[e]);
+            }
+        }
+    }
+    // the 16-byte head of each row (its bytes 4..16 are the 12 scale bytes),
+    // transposed by dwords; then ggml's get_scale_min_k4 on every lane at once
+    let h = transpose16(p, off);
+    let (low6, low4, top2) = (_mm256_set1_epi8(0x3f), _mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    let top = |v: __m256i| _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(v), top2));
+    let sc = [_mm256_and_si256(h[1], low6), _mm256_or_si256(_mm256_and_si256(h[3], low4), top(h[1]))];
+    let mn = [
+        _mm256_and_si256(h[2], low6),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32::<4>(h[3]), low4), top(h[2])),
+    ];
+    for g in 0..8 {
+        // both as two i16 per lane, for vpmaddwd
+        let pick = dword_shuffle([Some(g % 4), None, Some(g % 4), None]);
+        out.sc[g] = _mm256_shuffle_epi8(sc[g / 4], pick);
+        out.mins[g] = _mm256_shuffle_epi8(mn[g / 4], pick);
+    }
+    out
+}
+
+/// Adds the packed Q4_K/Q5_K super-blocks `pk` times the same super-blocks of
+/// `N` activation rows (`a[j]` points at the first) to the 8-lane
+/// accumulators at `o[j]` (starting from 0 when `first`); only the first `m`
+/// lanes are read or written. `H` vectors of products are summed in i16
+/// before each `vpmaddwd` (8 for Q4_K, 4 for Q5_K: at most `2·H·q_max·128`).
+///
+/// # Safety
+/// `a[j]` must point at `pk.len()` Q8_K blocks; `m ≤ MR` values at `o[j]` must
+/// be writable (and readable unless `first`); the CPU must have AVX2+FMA.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_k4<const H: usize, const N: usize>(
+    pk: &[PackedK],
+    a: [*const u8; N],
+    o: [*mut f32; N],
+    m: usize,
+    first: bool,
+) {
+    let mut acc = load_acc(o, m, first);
+    for (bi, w) in pk.iter().enumerate() {
+        let mut isum = [_mm256_setzero_si256(); N];
+        for g in 0..8 {
+            for j in 0..N {
+                let p = a[j].add(bi * QB + 4 + 32 * g);
+                for e0 in (0..8).step_by(H) {
+                    let mut s16 = _mm256_maddubs_epi16(w.q[g][e0], bcast(p.add(4 * e0)));
+                    for e in e0 + 1..e0 + H {
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w.q[g][e], bcast(p.add(4 * e))));
+                    }
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, w.sc[g]));
+                }
+            }
+        }
+        for j in 0..N {
+            let p = a[j].add(bi * QB);
+            let mut mins = _mm256_setzero_si256();
+            for (g, mg) in w.mins.iter().enumerate() {
+                mins = _mm256_add_epi32(mins, _mm256_madd_epi16(*mg, bcast(p.add(260 + 4 * g))));
+            }
+            let da = _mm256_set1_ps(p.cast::<f32>().read_unaligned());
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(w.d, da), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(w.dmin, da), acc[j]);
+        }
+    }
+    store_acc(o, m, acc);
+}
+
+/// One packed Q6_K super-block of 8 rows: the quants `+ 32` of group `g` (16
+/// values) as 4 vectors (lane `r` of vector `e`: values `16g + 4e..+ 4` of
+/// row `r`), the signed scales twice per lane (two i16, for `vpmaddwd`), the
+/// scale pairs `(scale_2g, scale_2g+1)` as two i16 per lane (against a pair of
+/// `bsums`), and `d` as f32.
+#[derive(Clone, Copy)]
+struct Packed6 {
+    q: [[__m256i; 4]; 16],
+    sc: [__m256i; 16],
+    pairs: [__m256i; 8],
+    d: __m256,
+}
+
+/// Super-block `b` of 8 Q6_K rows.
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_q6_k(rows: &Rows, b: usize) -> Packed6 {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let mut out = Packed6 {
+        q: [[_mm256_setzero_si256(); 4]; 16],
+        sc: [_mm256_setzero_si256(); 16],
+        pairs: [_mm256_setzero_si256(); 8],
+        d: _mm256_castsi256_ps(scales(p, off + 208)),
+    };
+    // lane r of s[e]: scales 4e..4e + 4 of row r; each moved to the top byte of
+    // an i16 and sign-extended from there
+    let s = transpose16(p, off + 192);
+    for g in 0..16 {
+        let j = Some(g % 4);
+        out.sc[g] = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(s[g / 4], dword_shuffle([None, j, None, j])));
+    }
+    for g in 0..8 {
+        let j = 2 * (g % 2);
+        let tops = _mm256_shuffle_epi8(s[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
+        out.pairs[g] = _mm256_srai_epi16::<8>(tops);
+    }
+    let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    for h in 0..2 {
+        // value 128h + 32q + l: a nibble of ql byte 64h + 32(q % 2) + l, bits 2q..2q + 2 of qh byte 32h + l
+        let ql0 = transpose32(p, off + 64 * h);
+        let ql1 = transpose32(p, off + 64 * h + 32);
+        let qh = transpose32(p, off + 128 + 32 * h);
+        for e in 0..8 {
+            let low = [
+                _mm256_and_si256(ql0[e], m4),
+                _mm256_and_si256(ql1[e], m4),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql0[e]), m4),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql1[e]), m4),
+            ];
+            let high = [
+                _mm256_and_si256(qh[e], m3),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(qh[e]), m3),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(qh[e]), m3),
+                _mm256_and_si256(_mm256_srli_epi16::<6>(qh[e]), m3),
+            ];
+            // vector e holds l = 4e..4e + 4: group 8h + 2q + e / 4, its vector e % 4
+            for q in 0..4 {
+                out.q[8 * h + 2 * q + e / 4][e % 4] = _mm256_or_si256(low[q], _mm256_slli_epi16::<4>(high[q]));
+            }
+        }
+    }
+    out
+}
+
+/// [`group_k4`] for Q6_K: per group of 16, two i16 sums of 2 `vpmaddubsw`
+/// (at most `4·63·128`), each widened with the scale; per super-block the
+/// `+ 32` correction, then `acc + d·d_a·isum`.
+///
+/// # Safety
+/// As for [`group_k4`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f32; N], m: usize, first: bool) {
+    let mut acc = load_acc(o, m, first);
+    for (bi, w) in pk.iter().enumerate() {
+        let mut isum = [_mm256_setzero_si256(); N];
+        for g in 0..16 {
+            for j in 0..N {
+                let p = a[j].add(bi * QB + 4 + 16 * g);
+                let prod = |e: usize| _mm256_maddubs_epi16(w.q[g][e], bcast(p.add(4 * e)));
+                let lo = _mm256_madd_epi16(_mm256_add_epi16(prod(0), prod(1)), w.sc[g]);
+                let hi = _mm256_madd_epi16(_mm256_add_epi16(prod(2), prod(3)), w.sc[g]);
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(lo, hi));
+            }
+        }
+        for j in 0..N {
+            let p = a[j].add(bi * QB);
+            // Σ_g scale_g · bsum_g, then isum - 32 · that
+            let mut corr = _mm256_setzero_si256();
+            for (g, s) in w.pairs.iter().enumerate() {
+                corr = _mm256_add_epi32(corr, _mm256_madd_epi16(*s, bcast(p.add(260 + 4 * g))));
+            }
+            let isum = _mm256_sub_epi32(isum[j], _mm256_slli_epi32::<5>(corr));
+            let da = _mm256_set1_ps(p.cast::<f32>().read_unaligned());
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w.d, da), acc[j]);
+        }
+    }
+    store_acc(o, m, acc);
+}
+
+/// The k-quant tile loop: `$wb`-byte weight super-blocks packed `KC_K` at a
+/// time into `$ty` by `$pack(rows, b)`, then every activation row meets the
+/// chunk through `$group::<$pre.., N>` (N = `NR_K`, then 2, then 1). Expands
+/// inside an unsafe function with the contract of `super::super::RawTile`.
+macro_rules! k_tile {
+    ($nb:expr, $w:expr, $a:expr, $out:expr, $stride:expr, $wb:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {{
+        let (nb, a, stride) = ($nb, $a, $stride);
+        let rows = Rows::new($w, $wb);
+        let m = $w.len().min(MR);
+        let o = $out.as_mut_ptr();
+        // written before it is read: no need to zero it per call
+        let mut buf = std::mem::MaybeUninit::<[$ty; KC_K]>::uninit();
+        let base = buf.as_mut_ptr().cast::<$ty>();
+        let mut b0 = 0;
+        while b0 < nb {
+            let kc = KC_K.min(nb - b0);
+            for bi in 0..kc {
+                // SAFETY: bi < KC_K, inside `buf`; b0 + bi < nb super-blocks in every row
+                base.add(bi).write($pack(&rows, b0 + bi));
+            }
+            // SAFETY: the first `kc` entries were just written
+            let pk = std::slice::from_raw_parts(base.cast_const(), kc);
+            let mut j = 0;
+            while j < a.len() {
+                macro_rules! run {
+                    ($n:expr) => {{
+                        let (mut ap, mut op) = ([std::ptr::null::<u8>(); $n], [std::ptr::null_mut::<f32>(); $n]);
+                        for jj in 0..$n {
+                            ap[jj] = a[j + jj].as_ptr().add(b0 * QB);
+                            op[jj] = o.add((j + jj) * stride);
+                        }
+                        // SAFETY: rows j..j + $n exist, hold nb Q8_K blocks and have
+                        // out[(j + jj) * stride..][..m] (the RawTile contract)
+                        $group::<$($pre,)* $n>(pk, ap, op, m, b0 == 0);
+                        j += $n;
+                    }};
+                }
+                match a.len() - j {
+                    NR_K.. => run!(NR_K),
+                    2.. => run!(2),
+                    _ => run!(1),
+                }
+            }
+            b0 += kc;
+        }
+    }};
+}
+
+/// Q4_K weights (activations: Q8_K rows as they are).
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in super::super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    k_tile!(nb, w, a, out, stride, 144, PackedK, pack_k4::<false>, group_k4[8])
+}
+
+/// Q5_K weights (activations: Q8_K rows as they are).
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in super::super) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    k_tile!(nb, w, a, out, stride, 176, PackedK, pack_k4::<true>, group_k4[4])
+}
+
+/// Q6_K weights (activations: Q8_K rows as they are).
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in super::super) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    k_tile!(nb, w, a, out, stride, 210, Packed6, pack_q6_k, group_q6[])
+}

@@ -1,0 +1,162 @@
+//! The 32-value tiles: Q4_0 and Q8_0 weights, prepared Q8_0 activations.
+//!
+//! Per chunk of [`KC`] blocks the weight rows are packed (see [`pack_q4_0`],
+//! [`pack_q8_0`]): block `b` becomes 8 vectors whose lane `r` holds four
+//! unsigned quants of row `r` (vector `t` pairs with activation quants
+//! `4t..4t + 4`), plus the 16 scales as f32. Each activation row then costs,
+//! per block, 8 `vpdpbusd` with a broadcast group of its quants, a conversion,
+//! a multiply and an FMA (see [`group`]), for 16 × 32 multiply-adds.
+
+// index loops read best over the lanes and vectors of a block
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use super::super::PREPARED_BLOCK as PB;
+use super::{bcast, scales, transpose16, transpose32, Rows, MR};
+
+/// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
+const KC: usize = 32;
+/// Activation rows per register group (accumulators + 9 packed vectors + temporaries fit in 32 registers).
+const NR: usize = 8;
+
+/// One packed block: 8 quant vectors and the scales (f32 bits).
+type Packed = [__m512i; 9];
+
+/// Block `b` of 16 Q4_0 rows: the 16 quant bytes of each row are transposed
+/// by dwords (lane `r` of vector `t < 4` holds bytes `4t..4t + 4` of row `r`),
+/// then split into low nibbles (values `4t..`) and high nibbles (values
+/// `16 + 4t..`, vector `t + 4`).
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let t = transpose16(p, off + 2);
+    let m4 = _mm512_set1_epi8(0x0f);
+    let mut out = [_mm512_setzero_si512(); 9];
+    for e in 0..4 {
+        out[e] = _mm512_and_si512(t[e], m4);
+        out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
+    }
+    out[8] = scales(p, off);
+    out
+}
+
+/// Block `b` of 16 Q8_0 rows: the quants transposed ([`transpose32`]) and made
+/// unsigned (`+ 128`).
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let t = transpose32(p, off + 2);
+    let bias = _mm512_set1_epi8(-128);
+    let mut out = [_mm512_setzero_si512(); 9];
+    for e in 0..8 {
+        out[e] = _mm512_xor_si512(t[e], bias);
+    }
+    out[8] = scales(p, off);
+    out
+}
+
+/// Adds the packed blocks `pk` times the same blocks of `N` activation rows
+/// (`a[j]` points at the first of them) to the 16-lane accumulators at `o[j]`
+/// (starting from 0 when `first`); lanes outside `mask` are neither read nor written.
+///
+/// # Safety
+/// `a[j]` must point at `pk.len()` prepared blocks; the lanes of `o[j]` in
+/// `mask` must be writable (and readable unless `first`); the CPU must have AVX-512 VNNI.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn group<const N: usize>(pk: &[Packed], a: [*const u8; N], o: [*mut f32; N], mask: __mmask16, first: bool) {
+    let mut acc = [_mm512_setzero_ps(); N];
+    if !first {
+        for j in 0..N {
+            acc[j] = _mm512_maskz_loadu_ps(mask, o[j]);
+        }
+    }
+    for (bi, w) in pk.iter().enumerate() {
+        let dw = _mm512_castsi512_ps(w[8]);
+        for j in 0..N {
+            let p = a[j].add(bi * PB);
+            // starts from the correction -off · Σ q_a, which undoes the unsigned bias
+            let mut s = bcast(p.add(36));
+            for (t, wt) in w[..8].iter().enumerate() {
+                s = _mm512_dpbusd_epi32(s, *wt, bcast(p.add(4 * t)));
+            }
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(p.add(32).cast::<f32>().read_unaligned()));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[j]);
+        }
+    }
+    for j in 0..N {
+        _mm512_mask_storeu_ps(o[j], mask, acc[j]);
+    }
+}
+
+/// The tile loop; `Q8` picks the packing.
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile<const Q8: bool>(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    let rows = Rows::new(w, if Q8 { 34 } else { 18 });
+    let mask: __mmask16 = if w.len() >= MR { !0 } else { (1 << w.len()) - 1 };
+    let o = out.as_mut_ptr();
+    // written before it is read: no need to zero 18 KiB per call
+    let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();
+    let base = buf.as_mut_ptr().cast::<Packed>();
+    let mut b0 = 0;
+    while b0 < nb {
+        let kc = KC.min(nb - b0);
+        for bi in 0..kc {
+            let p = if Q8 { pack_q8_0(&rows, b0 + bi) } else { pack_q4_0(&rows, b0 + bi) };
+            // SAFETY: bi < KC, inside `buf`
+            base.add(bi).write(p);
+        }
+        // SAFETY: the first `kc` entries were just written
+        let pk = std::slice::from_raw_parts(base.cast_const(), kc);
+        let mut j = 0;
+        while j < a.len() {
+            macro_rules! run {
+                ($n:expr) => {{
+                    let (mut ap, mut op) = ([std::ptr::null::<u8>(); $n], [std::ptr::null_mut::<f32>(); $n]);
+                    for jj in 0..$n {
+                        ap[jj] = a[j + jj].as_ptr().add(b0 * PB);
+                        op[jj] = o.add((j + jj) * stride);
+                    }
+                    group::<$n>(pk, ap, op, mask, b0 == 0);
+                    j += $n;
+                }};
+            }
+            match a.len() - j {
+                NR.. => run!(NR),
+                4.. => run!(4),
+                2.. => run!(2),
+                _ => run!(1),
+            }
+        }
+        b0 += kc;
+    }
+}
+
+/// Q4_0 weights.
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+pub(in super::super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile::<false>(nb, w, a, out, stride)
+}
+
+/// Q8_0 weights.
+///
+/// # Safety
+/// The contract of `super::super::RawTile`, at this level.
+pub(in super::super) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile::<true>(nb, w, a, out, stride)
+}
