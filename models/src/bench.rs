@@ -78,11 +78,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median seconds of `reps` runs of `f` after one warm-up run.
+/// Timed runs of a workload fill at least this long, so short workloads get
+/// enough runs for a stable median on a shared machine.
+const MIN_TIMED_S: f64 = 0.25;
+
+/// Median seconds of at least `reps` runs of `f` after one warm-up run (more
+/// runs, up to 1000, when `reps` would take under [`MIN_TIMED_S`]).
 pub fn time<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
+    let s = Instant::now();
     f()?;
+    let warm = s.elapsed().as_secs_f64().max(1e-7);
+    let reps = reps.max((MIN_TIMED_S / warm).ceil().min(1000.0) as usize).max(1);
     let mut t = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
+    for _ in 0..reps {
         let s = Instant::now();
         f()?;
         t.push(s.elapsed().as_secs_f64());
