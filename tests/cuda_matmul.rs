@@ -17,8 +17,10 @@
 //! about 1e-6 here. 2e-5 leaves room for cuBLAS's split-K orders yet is far
 //! below what a wrong quant, scale or broadcast index produces.
 
+mod common;
+use common::cuda;
 use rgml::quant::{self, dot};
-use rgml::{Context, CpuBackend, CudaBackend, DType, Error, Graph};
+use rgml::{Context, CpuBackend, CudaBackend, DType, Graph};
 
 fn vals(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -28,20 +30,6 @@ fn vals(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
-}
-
-fn cuda() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(matches!(e, Error::Unavailable { .. }), "CudaBackend::new must fail with Unavailable: {e}");
-            if std::env::var("RGML_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("RGML_REQUIRE_CUDA=1 but {e}");
-            }
-            println!("SKIP: CUDA: {e}");
-            None
-        }
-    }
 }
 
 const TYPES: [DType; 13] = dot::WEIGHT_TYPES;

@@ -4,6 +4,8 @@
 //! the CUDA half prints `SKIP: …` and the tests pass; with
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
+mod common;
+use common::cuda;
 use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, Graph, RopeParams, TensorId, UnaryOp};
 
 /// xorshift64*: deterministic test data.
@@ -28,20 +30,6 @@ impl Rng {
 fn leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64], r: f32) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
     ctx.new_f32(ne, &rng.vec(n, r)).unwrap()
-}
-
-fn cuda() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(matches!(e, Error::Unavailable { .. }), "CudaBackend::new must fail with Unavailable: {e}");
-            if std::env::var("RGML_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("RGML_REQUIRE_CUDA=1 but {e}");
-            }
-            println!("SKIP: CUDA: {e}");
-            None
-        }
-    }
 }
 
 /// Builds a graph with `build`, runs it on the CPU and (when present) CUDA,

@@ -10,22 +10,11 @@
 //! Without a device the CUDA half prints `SKIP: …` and the tests pass; with
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
-use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, Graph, TensorId};
+mod common;
+use common::cuda;
+use rgml::{bf16, f16, Context, CpuBackend, DType, Error, Graph, TensorId};
 
-const ALL: [DType; 12] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
+const ALL: [DType; 12] = DType::QUANTIZED;
 /// The block types CUDA quantizes into.
 const WRITABLE: [DType; 6] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1];
 const K_QUANTS: [DType; 6] = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
@@ -80,20 +69,6 @@ fn q_leaf(ctx: &mut Context, rng: &mut Rng, dt: DType, ne: &[i64]) -> TensorId {
     rgml::quant::quantize_row(dt, &rng.vec(n, 3.0), &mut bytes).unwrap();
     ctx.set_bytes(t, &bytes).unwrap();
     t
-}
-
-fn cuda() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(matches!(e, Error::Unavailable { .. }), "CudaBackend::new must fail with Unavailable: {e}");
-            if std::env::var("RGML_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("RGML_REQUIRE_CUDA=1 but {e}");
-            }
-            println!("SKIP: CUDA: {e}");
-            None
-        }
-    }
 }
 
 /// Builds a graph with `build`, runs it on the CPU and (when present) CUDA,

@@ -1,31 +1,10 @@
 //! The tiny llama-architecture model against llama.cpp's logits (F32 KV
 //! cache): all 16 positions, as one batch and one token at a time.
 
-use std::path::PathBuf;
-
+use common::{fixture, max_diff, reference, tokens};
 use rgml_models::llama::Llama;
 
-fn fixture(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_llama").join(p)
-}
-
-fn tokens() -> Vec<u32> {
-    let s = std::fs::read_to_string(fixture("tokens.json")).unwrap();
-    s.trim().trim_start_matches('[').trim_end_matches(']').split(',').map(|t| t.trim().parse().unwrap()).collect()
-}
-
-fn reference() -> Vec<f32> {
-    std::fs::read(fixture("logits_f32_llamacpp.f32"))
-        .unwrap()
-        .chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
-}
+mod common;
 
 #[test]
 fn f32_logits_match_llama_cpp_batched_and_one_at_a_time() {

@@ -3,46 +3,11 @@
 //! time, and a prompt in two batches. Without a CUDA device the tests print
 //! `SKIP: …` and pass; with `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
-use std::path::PathBuf;
-
-use rgml::{AnyBackend, Backend, CudaBackend, Error};
+use common::{cuda, fixture, max_diff, reference, tokens};
+use rgml::{AnyBackend, Backend, Error};
 use rgml_models::llama::Llama;
 
-fn fixture(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_llama").join(p)
-}
-
-fn tokens() -> Vec<u32> {
-    let s = std::fs::read_to_string(fixture("tokens.json")).unwrap();
-    s.trim().trim_start_matches('[').trim_end_matches(']').split(',').map(|t| t.trim().parse().unwrap()).collect()
-}
-
-fn reference() -> Vec<f32> {
-    std::fs::read(fixture("logits_f32_llamacpp.f32"))
-        .unwrap()
-        .chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
-}
-
-fn cuda() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(matches!(e, Error::Unavailable { .. }), "CudaBackend::new must fail with Unavailable: {e}");
-            if std::env::var("RGML_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("RGML_REQUIRE_CUDA=1 but {e}");
-            }
-            println!("SKIP: CUDA: {e}");
-            None
-        }
-    }
-}
+mod common;
 
 /// Batched, token by token (after a reset), and split in two batches.
 fn check_model<B: Backend>(m: &mut Llama<B>, what: &str) {

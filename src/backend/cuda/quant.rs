@@ -106,20 +106,7 @@ mod tests {
 
     #[test]
     fn writable_block_types() {
-        let all = [
-            DType::Q4_0,
-            DType::Q4_1,
-            DType::Q5_0,
-            DType::Q5_1,
-            DType::Q8_0,
-            DType::Q8_1,
-            DType::Q2_K,
-            DType::Q3_K,
-            DType::Q4_K,
-            DType::Q5_K,
-            DType::Q6_K,
-            DType::Q8_K,
-        ];
+        let all = DType::QUANTIZED;
         let w: Vec<DType> = all.into_iter().filter(|&d| can_quantize(d)).collect();
         assert_eq!(w, all[..6]);
         assert!(!can_quantize(DType::F32));

@@ -1,0 +1,37 @@
+//! The tiny llama fixture (tests/fixtures/tiny_llama: provenance in its
+//! README) shared by the llama tests, and the CUDA device helper.
+
+// each test crate uses a different subset
+#![allow(dead_code, unused_imports)]
+
+use std::path::PathBuf;
+
+#[path = "../../../tests/common/mod.rs"]
+mod cuda_common;
+pub use cuda_common::cuda;
+
+/// A file of the tiny llama fixture.
+pub fn fixture(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_llama").join(p)
+}
+
+/// The 16 prompt tokens llama.cpp's logits were computed for.
+pub fn tokens() -> Vec<u32> {
+    let s = std::fs::read_to_string(fixture("tokens.json")).unwrap();
+    s.trim().trim_start_matches('[').trim_end_matches(']').split(',').map(|t| t.trim().parse().unwrap()).collect()
+}
+
+/// llama.cpp's logits for the F32 model, position-major.
+pub fn reference() -> Vec<f32> {
+    std::fs::read(fixture("logits_f32_llamacpp.f32"))
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The largest absolute difference of two equally long slices.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+}
