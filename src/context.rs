@@ -32,7 +32,7 @@ impl LeafData {
 }
 
 /// Reads and writes of one storage since its last write, in program order.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 struct StorageHistory {
     last_write: Option<TensorId>,
     readers_since_write: Vec<TensorId>,
@@ -49,6 +49,22 @@ pub struct Context {
     no_alloc: bool,
     tensors: Vec<Tensor>,
     data: Vec<Option<LeafData>>,
+    history: HashMap<TensorId, StorageHistory>,
+    /// The epoch each tensor was made in.
+    epochs: Vec<u32>,
+    /// Incremented by every [`Context::truncate`].
+    epoch: u32,
+    /// The length each truncation cut the arena to, by the epoch it ended.
+    cuts: Vec<usize>,
+}
+
+/// A point in a context's history, taken with [`Context::mark`], to drop
+/// every tensor made after it with [`Context::truncate`].
+#[derive(Clone, Debug)]
+pub struct ContextMark {
+    ctx: u32,
+    epoch: u32,
+    len: usize,
     history: HashMap<TensorId, StorageHistory>,
 }
 
@@ -74,7 +90,46 @@ impl Context {
             tensors: Vec::new(),
             data: Vec::new(),
             history: HashMap::new(),
+            epochs: Vec::new(),
+            epoch: 0,
+            cuts: Vec::new(),
         }
+    }
+    /// This point in the context's history: [`Context::truncate`] with it drops
+    /// every tensor made after it.
+    pub fn mark(&self) -> ContextMark {
+        ContextMark { ctx: self.id, epoch: self.epoch, len: self.tensors.len(), history: self.history.clone() }
+    }
+    /// Drops every tensor made after `mark` (their headers and host data), and
+    /// restores the write history of that moment, so graph building goes on as if
+    /// they had never been made (e.g. a model dropping the graphs of batch sizes
+    /// it no longer uses). Handles to the dropped tensors are then
+    /// [`Error::UnknownTensor`], graphs holding them fail their context check,
+    /// and their index is never mistaken for a newer tensor's. Errors if `mark`
+    /// is of another context, or predates a truncation below it.
+    pub fn truncate(&mut self, mark: &ContextMark) -> Result<()> {
+        if mark.ctx != self.id {
+            return Err(Error::Mismatch(format!("mark of context {} used with context {}", mark.ctx, self.id)));
+        }
+        let cut_below = self.cuts.get(mark.epoch as usize..).unwrap_or(&[]).iter().any(|&c| c < mark.len);
+        if cut_below || mark.len > self.tensors.len() {
+            return Err(Error::Invalid(format!(
+                "mark at {} tensors predates a truncation below it (the context holds {})",
+                mark.len,
+                self.tensors.len()
+            )));
+        }
+        self.tensors.truncate(mark.len);
+        self.data.truncate(mark.len);
+        self.epochs.truncate(mark.len);
+        self.history = mark.history.clone();
+        self.cuts.push(mark.len);
+        self.epoch += 1;
+        Ok(())
+    }
+    /// Incremented by every [`Context::truncate`].
+    pub fn epoch(&self) -> u32 {
+        self.epoch
     }
     /// This context's id (distinct for every context of the process).
     pub fn id(&self) -> u32 {
@@ -95,7 +150,11 @@ impl Context {
     /// All tensors in creation order.
     pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
         let ctx = self.id;
-        self.tensors.iter().enumerate().map(move |(i, t)| (TensorId { ctx, idx: i as u32 }, t))
+        self.tensors
+            .iter()
+            .zip(&self.epochs)
+            .enumerate()
+            .map(move |(i, (t, &epoch))| (TensorId { ctx, idx: i as u32, epoch }, t))
     }
 
     /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
@@ -179,7 +238,13 @@ impl Context {
         if id.ctx != self.id {
             return Err(Error::UnknownTensor(format!("{id} belongs to context {}, not {}", id.ctx, self.id)));
         }
-        self.tensors.get(id.index()).ok_or_else(|| Error::UnknownTensor(id.to_string()))
+        match (self.tensors.get(id.index()), self.epochs.get(id.index())) {
+            (Some(t), Some(&e)) if e == id.epoch => Ok(t),
+            (_, e) if e.is_none_or(|&e| e != id.epoch) && id.epoch < self.epoch => {
+                Err(Error::UnknownTensor(format!("{id} was dropped by Context::truncate")))
+            }
+            _ => Err(Error::UnknownTensor(id.to_string())),
+        }
     }
     fn tensor_mut(&mut self, id: TensorId) -> Result<&mut Tensor> {
         self.tensor(id)?;
@@ -294,6 +359,7 @@ impl Context {
         let id = TensorId {
             ctx: self.id,
             idx: u32::try_from(self.tensors.len()).map_err(|_| Error::Invalid("too many tensors".into()))?,
+            epoch: self.epoch,
         };
         for &s in &t.src {
             self.tensor(s)?;
@@ -323,6 +389,7 @@ impl Context {
         }
         self.tensors.push(t);
         self.data.push(None);
+        self.epochs.push(self.epoch);
         Ok(id)
     }
 

@@ -33,6 +33,8 @@ pub struct Graph {
     id: u64,
     revision: u32,
     ctx: u32,
+    /// The context's epoch when the graph last changed.
+    epoch: u32,
     nodes: Vec<TensorId>,
     leafs: Vec<TensorId>,
     outputs: Vec<TensorId>,
@@ -46,6 +48,7 @@ impl Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             revision: 0,
             ctx: ctx.id(),
+            epoch: ctx.epoch(),
             nodes: Vec::new(),
             leafs: Vec::new(),
             outputs: Vec::new(),
@@ -126,13 +129,18 @@ impl Graph {
     pub fn contains(&self, id: TensorId) -> bool {
         self.members.contains(&id)
     }
-    /// Checks that `ctx` is the context this graph was built over.
+    /// Checks that `ctx` is the context this graph was built over, and (after a
+    /// [`Context::truncate`]) that every tensor of the graph still exists.
     pub fn check_context(&self, ctx: &Context) -> Result<()> {
-        if ctx.id() == self.ctx {
-            Ok(())
-        } else {
-            Err(Error::Mismatch(format!("graph of context {} used with context {}", self.ctx, ctx.id())))
+        if ctx.id() != self.ctx {
+            return Err(Error::Mismatch(format!("graph of context {} used with context {}", self.ctx, ctx.id())));
         }
+        if ctx.epoch() != self.epoch {
+            for &id in self.leafs.iter().chain(&self.nodes) {
+                ctx.tensor(id)?;
+            }
+        }
+        Ok(())
     }
 
     /// The dependency graph (petgraph): one vertex per leaf and node, an edge

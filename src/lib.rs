@@ -39,7 +39,7 @@ pub mod workloads;
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
 pub use backend::cuda::{CudaBackend, CudaRules, CudaStorage};
 pub use backend::{AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage};
-pub use context::Context;
+pub use context::{Context, ContextMark};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Dep, Graph};

@@ -21,12 +21,16 @@ use std::path::Path;
 
 use rgml::gguf::GgufFile;
 use rgml::{
-    load_gguf, Backend, BackendStorage, Context, CpuBackend, DType, Error, Graph, Plan, Result, RopeParams, TensorId,
-    Weights,
+    load_gguf, Backend, BackendStorage, Context, ContextMark, CpuBackend, DType, Error, Graph, Plan, Result,
+    RopeParams, TensorId, Weights,
 };
 
 /// Granularity of the attended cache length (llama.cpp pads `n_kv` to 256).
 pub const KV_PAD: usize = 256;
+
+/// Planned graphs a model keeps by default (one per batch size and `n_kv`
+/// step in use); see [`Llama::set_max_graphs`].
+pub const MAX_GRAPHS: usize = 16;
 /// The model's hyperparameters, from the GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hparams {
@@ -147,6 +151,10 @@ pub struct Llama<B: Backend = CpuBackend> {
     layers: Vec<Layer>,
     /// Planned graphs by (batch size, attended cache positions).
     steps: HashMap<(usize, usize), Step>,
+    /// The context right after loading: dropping every graph goes back here.
+    weights_only: ContextMark,
+    /// Planned graphs kept at most.
+    max_graphs: usize,
     backend: B,
     storage: Option<B::Storage>,
     n_past: usize,
@@ -198,6 +206,8 @@ impl<B: Backend> Llama<B> {
         let output = w.find("output.weight").unwrap_or(tok_embd);
         let vocab = file.get_str_array("tokenizer.ggml.tokens").ok().map(<[String]>::to_vec);
         Ok(Llama {
+            weights_only: ctx.mark(),
+            max_graphs: MAX_GRAPHS,
             output_norm: w.get("output_norm.weight")?,
             tok_embd,
             output,
@@ -220,6 +230,10 @@ impl<B: Backend> Llama<B> {
     /// Positions already in the KV cache.
     pub fn n_past(&self) -> usize {
         self.n_past
+    }
+    /// Tensor headers in the model's context (weights, caches and graphs).
+    pub fn context_len(&self) -> usize {
+        self.ctx.len()
     }
     /// Capacity of the KV cache.
     pub fn n_ctx(&self) -> usize {
@@ -330,11 +344,26 @@ impl<B: Backend> Llama<B> {
         (self.n_past + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
     }
 
+    /// Planned graphs held now.
+    pub fn graphs(&self) -> usize {
+        self.steps.len()
+    }
+    /// Keep at most `n` (≥ 1) planned graphs (default [`MAX_GRAPHS`]).
+    pub fn set_max_graphs(&mut self, n: usize) {
+        self.max_graphs = n.max(1);
+    }
+
     /// Builds and plans the graph for batches of `n` tokens attending over
-    /// `n_kv` cache positions, once.
+    /// `n_kv` cache positions, once. With the maximum held already, all are
+    /// dropped first and the context goes back to the weights (so a model fed
+    /// many batch sizes does not grow without bound).
     fn step(&mut self, (n, n_kv): (usize, usize)) -> Result<()> {
         if self.steps.contains_key(&(n, n_kv)) {
             return Ok(());
+        }
+        if self.steps.len() >= self.max_graphs {
+            self.steps.clear();
+            self.ctx.truncate(&self.weights_only)?;
         }
         let step = self.build(n, n_kv)?;
         self.steps.insert((n, n_kv), step);

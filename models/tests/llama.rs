@@ -62,6 +62,37 @@ fn attended_cache_grows_in_kv_pad_steps() {
     assert!(d <= 1e-4, "split vs one batch: max abs diff {d}");
 }
 
+/// Many batch sizes: the model keeps at most its maximum of planned graphs
+/// (dropping them all and truncating its context when full: the context does
+/// not grow), and the logits stay llama.cpp's throughout.
+#[test]
+fn graphs_are_bounded_across_many_batch_sizes() {
+    let (toks, want) = (tokens(), reference());
+    let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 2).unwrap();
+    m.set_max_graphs(3);
+    let mut largest = 0;
+    let nv = m.hp.n_vocab;
+    // prompts of 1..=16 tokens then the rest one at a time: 17 distinct batch sizes
+    for split in 1..=toks.len() {
+        m.reset().unwrap();
+        let mut got = m.eval(&toks[..split]).unwrap();
+        for &t in &toks[split..] {
+            got.extend(m.eval(&[t]).unwrap());
+        }
+        assert!(m.graphs() <= 3, "{} graphs", m.graphs());
+        largest = largest.max(m.context_len());
+        let d = max_diff(&got, &want[..toks.len() * nv]);
+        assert!(d <= 1e-4, "prompt of {split}: max abs diff {d}");
+    }
+    // at most 3 graphs' headers beyond the weights at any time (every graph has
+    // the same number of headers, whatever its batch size)
+    let mut fresh = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 2).unwrap();
+    let weights = fresh.context_len();
+    fresh.eval(&toks[..7]).unwrap();
+    let one_graph = fresh.context_len() - weights;
+    assert!(one_graph > 0 && largest <= weights + 3 * one_graph, "{largest} vs {weights} + 3 x {one_graph}");
+}
+
 /// Q8_0 and Q4_0 versions (quantized by rgml, byte-identical to gguf-py) match
 /// llama.cpp's own logits for those files (activations rounded through Q8_0 as
 /// ggml does), batched and one token at a time; and differ from the F32 logits
