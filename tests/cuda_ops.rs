@@ -5,27 +5,8 @@
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
 mod common;
-use common::cuda;
+use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, Graph, RopeParams, TensorId, UnaryOp};
-
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in `[-r, r)`.
-    fn f(&mut self, r: f32) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * r
-    }
-    fn vec(&mut self, n: usize, r: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f(r)).collect()
-    }
-}
 
 fn leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64], r: f32) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;

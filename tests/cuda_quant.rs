@@ -11,7 +11,7 @@
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
 mod common;
-use common::cuda;
+use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, DType, Error, Graph, TensorId};
 
 const ALL: [DType; 12] = DType::QUANTIZED;
@@ -19,45 +19,34 @@ const ALL: [DType; 12] = DType::QUANTIZED;
 const WRITABLE: [DType; 6] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1];
 const K_QUANTS: [DType; 6] = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
 
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in `[-r, r)`, with a zero run, ties and a large value mixed in.
-    fn vec(&mut self, n: usize, r: f32) -> Vec<f32> {
-        (0..n)
-            .map(|i| match i % 97 {
-                0..=31 if i < 97 => 0.0,
-                40 => 1e4,
-                50..=53 => (i % 4) as f32 * 0.5 - 1.0,
-                _ => ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * r,
-            })
-            .collect()
-    }
+/// `n` values uniform in `[-r, r)`, with a zero run, ties and a large value mixed in.
+fn mixed(rng: &mut Rng, n: usize, r: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| match i % 97 {
+            0..=31 if i < 97 => 0.0,
+            40 => 1e4,
+            50..=53 => (i % 4) as f32 * 0.5 - 1.0,
+            _ => rng.f(r),
+        })
+        .collect()
 }
 
 fn f32_leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64]) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
-    ctx.new_f32(ne, &rng.vec(n, 3.0)).unwrap()
+    ctx.new_f32(ne, &mixed(rng, n, 3.0)).unwrap()
 }
 
 fn f16_leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64]) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
     let t = ctx.new_tensor(DType::F16, ne).unwrap();
-    ctx.set_data(t, &rng.vec(n, 3.0).into_iter().map(f16::from_f32).collect::<Vec<_>>()).unwrap();
+    ctx.set_data(t, &mixed(rng, n, 3.0).into_iter().map(f16::from_f32).collect::<Vec<_>>()).unwrap();
     t
 }
 
 fn bf16_leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64]) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
     let t = ctx.new_tensor(DType::BF16, ne).unwrap();
-    ctx.set_data(t, &rng.vec(n, 3.0).into_iter().map(bf16::from_f32).collect::<Vec<_>>()).unwrap();
+    ctx.set_data(t, &mixed(rng, n, 3.0).into_iter().map(bf16::from_f32).collect::<Vec<_>>()).unwrap();
     t
 }
 
@@ -66,7 +55,7 @@ fn q_leaf(ctx: &mut Context, rng: &mut Rng, dt: DType, ne: &[i64]) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
     let t = ctx.new_tensor(dt, ne).unwrap();
     let mut bytes = vec![0u8; ctx.layout(t).unwrap().nbytes()];
-    rgml::quant::quantize_row(dt, &rng.vec(n, 3.0), &mut bytes).unwrap();
+    rgml::quant::quantize_row(dt, &mixed(rng, n, 3.0), &mut bytes).unwrap();
     ctx.set_bytes(t, &bytes).unwrap();
     t
 }

@@ -12,6 +12,9 @@
 //! Q4_1/Q5_1 block): every kernel's integer part is exact, so they differ
 //! only by f32 rounding of the per-block scaling and the order of the sums.
 
+mod common;
+
+use common::Rng;
 use half::{bf16, f16};
 use rgml::quant::dot::{
     dot_fn, dot_fn_for, dot_fn_scalar, kernel_level, quantize_activations, vec_dot_type, DotFn, SimdLevel,
@@ -23,33 +26,22 @@ use rgml::quant::dot::WEIGHT_TYPES;
 
 const REL_TOL: f64 = 1e-5;
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
+/// Uniform in `0..n`.
+fn below(rng: &mut Rng, n: u64) -> u64 {
+    rng.next() % n
+}
 
-impl Rng {
-    fn u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in [-1, 1).
-    fn f32(&mut self) -> f32 {
-        ((self.u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.u64() % n
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.u64() as u8).collect()
-    }
-    /// A float with a random sign and a magnitude in [2^lo, 2^hi).
-    fn log_uniform(&mut self, lo: i32, hi: i32) -> f32 {
-        let e = lo + self.below((hi - lo) as u64) as i32;
-        let m = 1.0 + (self.f32() + 1.0) / 2.0;
-        let s = if self.u64() & 1 == 0 { 1.0 } else { -1.0 };
-        s * m * 2f32.powi(e)
-    }
+/// `n` random bytes.
+fn random_bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.next() as u8).collect()
+}
+
+/// A float with a random sign and a magnitude in [2^lo, 2^hi).
+fn log_uniform(rng: &mut Rng, lo: i32, hi: i32) -> f32 {
+    let e = lo + below(rng, (hi - lo) as u64) as i32;
+    let m = 1.0 + (rng.f(1.0) + 1.0) / 2.0;
+    let s = if rng.next() & 1 == 0 { 1.0 } else { -1.0 };
+    s * m * 2f32.powi(e)
 }
 
 /// How a test row is made.
@@ -98,7 +90,7 @@ fn fix_blocks(t: DType, row: &mut [u8], rng: &mut Rng, kind: Kind) {
         for &off in scale_fields(t) {
             let x = match kind {
                 // (Q8_1's s = f16(d·Σq) must stay finite)
-                Kind::Extreme if rng.u64() & 1 == 0 => {
+                Kind::Extreme if rng.next() & 1 == 0 => {
                     if q8_quants(t).is_some() {
                         15.0
                     } else {
@@ -106,7 +98,7 @@ fn fix_blocks(t: DType, row: &mut [u8], rng: &mut Rng, kind: Kind) {
                     }
                 }
                 Kind::Extreme => 3e-7, // an f16 subnormal
-                _ => rng.log_uniform(-12, 2),
+                _ => log_uniform(rng, -12, 2),
             };
             set_f16(b, off, x);
         }
@@ -123,7 +115,7 @@ fn fix_blocks(t: DType, row: &mut [u8], rng: &mut Rng, kind: Kind) {
                     set_f16(b, 2, d * sum as f32);
                 }
                 DType::Q8_K => {
-                    let d = if kind == Kind::Extreme { 1e20 } else { rng.log_uniform(-12, 2) };
+                    let d = if kind == Kind::Extreme { 1e20 } else { log_uniform(rng, -12, 2) };
                     b[0..4].copy_from_slice(&d.to_le_bytes());
                     for (g, qs) in b[4..260].to_vec().chunks_exact(16).enumerate() {
                         let s: i16 = qs.iter().map(|&q| i16::from(q as i8)).sum();
@@ -142,8 +134,8 @@ fn float_row(t: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..n {
         let x = match kind {
-            Kind::Realistic => rng.f32(),
-            Kind::RandomBytes => rng.log_uniform(-40, 20),
+            Kind::Realistic => rng.f(1.0),
+            Kind::RandomBytes => log_uniform(rng, -40, 20),
             Kind::Extreme => edge[i % edge.len()],
         };
         match t {
@@ -151,7 +143,7 @@ fn float_row(t: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
             // random f16 bit patterns (finite), incl. subnormals
             DType::F16 if kind == Kind::RandomBytes => {
                 let bits = loop {
-                    let b = rng.u64() as u16;
+                    let b = rng.next() as u16;
                     if b & 0x7c00 != 0x7c00 {
                         break b;
                     }
@@ -174,19 +166,19 @@ fn weight_row(t: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
     let bytes = t.row_size(n as i64).unwrap();
     match kind {
         Kind::Realistic => {
-            let scale = rng.log_uniform(-6, 4);
-            let x: Vec<f32> = (0..n).map(|_| rng.f32() * scale).collect();
+            let scale = log_uniform(rng, -6, 4);
+            let x: Vec<f32> = (0..n).map(|_| rng.f(1.0) * scale).collect();
             let mut row = vec![0u8; bytes];
             quantize_row(t, &x, &mut row).unwrap();
             row
         }
         Kind::RandomBytes => {
-            let mut row = rng.bytes(bytes);
+            let mut row = random_bytes(rng, bytes);
             fix_blocks(t, &mut row, rng, kind);
             row
         }
         Kind::Extreme => {
-            let fill = if rng.u64() & 1 == 0 { 0xff } else { 0x00 };
+            let fill = if rng.next() & 1 == 0 { 0xff } else { 0x00 };
             let mut row = vec![fill; bytes];
             fix_blocks(t, &mut row, rng, kind);
             row
@@ -203,8 +195,8 @@ fn activation_row(w: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
     let bytes = t.row_size(n as i64).unwrap();
     match kind {
         Kind::Realistic => {
-            let scale = rng.log_uniform(-6, 6);
-            let x: Vec<f32> = (0..n).map(|_| rng.f32() * scale).collect();
+            let scale = log_uniform(rng, -6, 6);
+            let x: Vec<f32> = (0..n).map(|_| rng.f(1.0) * scale).collect();
             let mut row = vec![0u8; bytes];
             quantize_activations(w, &x, &mut row).unwrap();
             row
@@ -212,10 +204,10 @@ fn activation_row(w: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
         Kind::RandomBytes | Kind::Extreme => {
             let mut row = if kind == Kind::Extreme {
                 // all +127 or all -127
-                let q = if rng.u64() & 1 == 0 { 0x7f } else { 0x81 };
+                let q = if rng.next() & 1 == 0 { 0x7f } else { 0x81 };
                 vec![q; bytes]
             } else {
-                rng.bytes(bytes)
+                random_bytes(rng, bytes)
             };
             fix_blocks(t, &mut row, rng, kind);
             row
@@ -329,8 +321,8 @@ fn realistic_rows_from_floats_match_the_float_dot() {
     // end to end: quantized weights · quantized activations ≈ the f32 dot
     let mut rng = Rng(7);
     let n = 4096;
-    let x: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
-    let y: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+    let x: Vec<f32> = (0..n).map(|_| rng.f(1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.f(1.0)).collect();
     let exact: f64 = x.iter().zip(&y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
     let norm = x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt()
         * y.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt();
@@ -380,8 +372,8 @@ fn q8_activations_use_127_over_amax() {
     // ggml-cpu's id = 127/amax, not 1/(amax/127): compare with a direct model
     let mut rng = Rng(99);
     for _ in 0..200 {
-        let scale = rng.log_uniform(-20, 20);
-        let x: Vec<f32> = (0..64).map(|_| rng.f32() * scale).collect();
+        let scale = log_uniform(&mut rng, -20, 20);
+        let x: Vec<f32> = (0..64).map(|_| rng.f(1.0) * scale).collect();
         let mut out = vec![0u8; 68];
         quantize_activations(DType::Q8_0, &x, &mut out).unwrap();
         for (b, xs) in out.chunks_exact(34).zip(x.chunks_exact(32)) {
@@ -398,7 +390,7 @@ fn q8_activations_use_127_over_amax() {
 #[test]
 fn other_activation_types_are_ggml_cpu_conversions() {
     let mut rng = Rng(3);
-    let mut x: Vec<f32> = (0..512).map(|_| rng.log_uniform(-30, 30)).collect();
+    let mut x: Vec<f32> = (0..512).map(|_| log_uniform(&mut rng, -30, 30)).collect();
     x[..6].copy_from_slice(&[0.0, -0.0, f32::INFINITY, f32::NAN, 1.0 + f32::EPSILON, 65520.0]);
     // F32: a copy
     let mut out = vec![0u8; 2048];

@@ -27,6 +27,9 @@
 //! most `Σ|terms|`; with at most 17 blocks summed that stays below
 //! `17 · 2 · 2^-24 ≈ 2e-6` of it, and 1e-5 leaves room.
 
+mod common;
+
+use common::Rng;
 use rgml::quant::dot::{dot_fn, dot_fn_scalar, quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
@@ -34,24 +37,6 @@ use rgml::{Context, CpuBackend, DType, Graph};
 
 const TYPES: [DType; 5] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn f32(&mut self) -> f32 {
-        ((self.u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    fn vals(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.f32()).collect()
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -86,25 +71,25 @@ fn f16_bytes(x: f32) -> [u8; 2] {
 fn mangle(t: DType, row: &mut [u8], kind: Kind, no_min: bool, rng: &mut Rng) {
     let (sr, qr) = fields(t);
     for blk in row.chunks_exact_mut(t.type_size()) {
-        let ext = rng.u64() & 1 == 0;
+        let ext = rng.next() & 1 == 0;
         match kind {
             Kind::Realistic => return,
             Kind::RandomBytes => {
                 for q in &mut blk[qr.clone()] {
-                    *q = rng.u64() as u8;
+                    *q = rng.next() as u8;
                 }
                 match t {
-                    DType::Q8_K => blk[..4].copy_from_slice(&(rng.f32() * 0.1).to_le_bytes()),
+                    DType::Q8_K => blk[..4].copy_from_slice(&(rng.f(1.0) * 0.1).to_le_bytes()),
                     DType::Q4_K | DType::Q5_K => {
-                        blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
-                        blk[2..4].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
-                        blk[4..16].iter_mut().for_each(|q| *q = rng.u64() as u8);
+                        blk[..2].copy_from_slice(&f16_bytes(rng.f(1.0) * 4.0));
+                        blk[2..4].copy_from_slice(&f16_bytes(rng.f(1.0) * 4.0));
+                        blk[4..16].iter_mut().for_each(|q| *q = rng.next() as u8);
                     }
                     DType::Q6_K => {
-                        blk[192..208].iter_mut().for_each(|q| *q = rng.u64() as u8);
-                        blk[208..].copy_from_slice(&f16_bytes(rng.f32() * 4.0));
+                        blk[192..208].iter_mut().for_each(|q| *q = rng.next() as u8);
+                        blk[208..].copy_from_slice(&f16_bytes(rng.f(1.0) * 4.0));
                     }
-                    _ => blk[..2].copy_from_slice(&f16_bytes(rng.f32() * 4.0)),
+                    _ => blk[..2].copy_from_slice(&f16_bytes(rng.f(1.0) * 4.0)),
                 }
             }
             Kind::Extreme => {
@@ -150,7 +135,7 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
     let wr = (0..m)
         .map(|_| {
             let mut q = vec![0u8; w.row_size(k as i64).unwrap()];
-            quantize_row(w, &rng.vals(k), &mut q).unwrap();
+            quantize_row(w, &rng.vec(k, 1.0), &mut q).unwrap();
             mangle(w, &mut q, kind, no_min, &mut rng);
             q
         })
@@ -158,7 +143,7 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
     let ar = (0..n)
         .map(|_| {
             let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
-            quantize_activations(w, &rng.vals(k), &mut q).unwrap();
+            quantize_activations(w, &rng.vec(k, 1.0), &mut q).unwrap();
             mangle(pt, &mut q, kind, no_min, &mut rng);
             q
         })
@@ -381,7 +366,7 @@ fn run_checks_lengths() {
 /// what `mul_mat` runs without a tile) per element.
 fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: usize) {
     let mut rng = Rng(k as u64 * 31 + m as u64 * 7 + n as u64);
-    let (wv, xv) = (rng.vals(k * m), rng.vals(k * n * batch as usize));
+    let (wv, xv) = (rng.vec(k * m, 1.0), rng.vec(k * n * batch as usize, 1.0));
     let mut ctx = Context::new();
     let wf = ctx.new_f32(&[k as i64, m as i64], &wv).unwrap();
     let q = ctx.new_tensor(w, &[k as i64, m as i64]).unwrap();

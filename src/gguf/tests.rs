@@ -1,5 +1,5 @@
 //! Unit tests on hand-built byte images: each validation rule, the accessors,
-//! and the writer's checks. The fixture files are tested in `tests/gguf.rs`.
+//! and the writer's checks. The fixture files are tested in `tests/gguf/`.
 
 use super::*;
 use crate::{DType, Error};

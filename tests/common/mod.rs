@@ -1,5 +1,9 @@
-//! Helpers shared by the tests that run on CUDA when a device is present
-//! (`tests/cuda_*.rs`, `models/tests/llama_cuda.rs`).
+//! Helpers shared by the integration tests: the CUDA device of the tests that
+//! run on CUDA when one is present (`tests/cuda_*.rs`,
+//! `models/tests/llama_cuda.rs`) and a deterministic generator of test data.
+
+// each test crate uses a different subset
+#![allow(dead_code)]
 
 use rgml::{CudaBackend, Error};
 
@@ -17,5 +21,26 @@ pub fn cuda() -> Option<CudaBackend> {
             println!("SKIP: CUDA: {e}");
             None
         }
+    }
+}
+
+/// xorshift64*: deterministic test data. The expected values of some tests
+/// are derived from its sequence: don't change it.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform in `[-r, r)`.
+    pub fn f(&mut self, r: f32) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * r
+    }
+    /// `n` values uniform in `[-r, r)`.
+    pub fn vec(&mut self, n: usize, r: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f(r)).collect()
     }
 }
