@@ -127,6 +127,16 @@ impl Context {
         self.epoch += 1;
         Ok(())
     }
+    /// Declares every node built so far as executed, its writes as state:
+    /// nodes built later neither wait for nor pull into their graphs any node
+    /// built before this call. For storages that persist across runs (a KV
+    /// cache a graph wrote in an earlier compute): without it, the next graph
+    /// reading the cache would pull in, and run again, the writes of every
+    /// earlier graph. Program order within the nodes built after the call is
+    /// kept as always.
+    pub fn forget_writes(&mut self) {
+        self.history.clear();
+    }
     /// Incremented by every [`Context::truncate`].
     pub fn epoch(&self) -> u32 {
         self.epoch

@@ -69,3 +69,22 @@ fn the_same_mark_serves_again_and_bad_marks_are_errors() {
     let other = Context::new();
     assert!(matches!(ctx.truncate(&other.mark()), Err(Error::Mismatch(_))));
 }
+
+#[test]
+fn forgotten_writes_are_state_not_dependencies() {
+    let mut ctx = Context::new();
+    let cache = ctx.new_f32(&[2], &[0., 0.]).unwrap();
+    let x = ctx.new_f32(&[2], &[1., 2.]).unwrap();
+    // graph 1 writes the cache
+    let w = ctx.cpy(x, cache).unwrap();
+    let g1 = Graph::build(&ctx, &[w]).unwrap();
+    // without forgetting, a reader built now pulls the write in
+    let r = ctx.scale(cache, 2.).unwrap();
+    assert_eq!(Graph::build(&ctx, &[r]).unwrap().nodes().len(), 2);
+    ctx.forget_writes();
+    // after it, a reader is one node: it reads the cache as state
+    let r2 = ctx.scale(cache, 3.).unwrap();
+    let g2 = Graph::build(&ctx, &[r2]).unwrap();
+    assert_eq!(g2.nodes().len(), 1);
+    assert!(g1.nodes().len() == 1);
+}

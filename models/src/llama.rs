@@ -366,6 +366,9 @@ impl<B: Backend> Llama<B> {
             self.ctx.truncate(&self.weights_only)?;
         }
         let step = self.build(n, n_kv)?;
+        // the cache writes of this graph happen when it runs: graphs built later
+        // read the cache as state instead of pulling these writes in again
+        self.ctx.forget_writes();
         self.steps.insert((n, n_kv), step);
         Ok(())
     }

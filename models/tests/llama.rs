@@ -93,6 +93,19 @@ fn graphs_are_bounded_across_many_batch_sizes() {
     assert!(one_graph > 0 && largest <= weights + 3 * one_graph, "{largest} vs {weights} + 3 x {one_graph}");
 }
 
+/// A graph built after another one ran reads the KV cache as state: it does
+/// not pull in (and run again) the earlier graph's cache writes.
+#[test]
+fn later_graphs_do_not_rerun_earlier_cache_writes() {
+    let toks = tokens();
+    let nodes = |dot: String| dot.lines().filter(|l| l.contains("[label=")).count();
+    let mut fresh = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 1).unwrap();
+    let alone = nodes(fresh.dot(1).unwrap());
+    let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 1).unwrap();
+    m.eval(&toks[..5]).unwrap();
+    assert_eq!(nodes(m.dot(1).unwrap()), alone);
+}
+
 /// Q8_0 and Q4_0 versions (quantized by rgml, byte-identical to gguf-py) match
 /// llama.cpp's own logits for those files (activations rounded through Q8_0 as
 /// ggml does), batched and one token at a time; and differ from the F32 logits
