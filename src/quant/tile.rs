@@ -77,6 +77,28 @@ mod avx2;
 mod avx512;
 mod scalar;
 
+/// The base pointers of the `N` weight rows of one SIMD tile call; missing
+/// rows repeat row 0 (their lanes are never stored).
+#[cfg(target_arch = "x86_64")]
+struct Rows<const N: usize> {
+    ptr: [*const u8; N],
+    /// Bytes per block.
+    wb: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<const N: usize> Rows<N> {
+    /// # Panics
+    /// If `w` is empty.
+    fn new(w: &[&[u8]], wb: usize) -> Rows<N> {
+        let mut ptr = [w[0].as_ptr(); N];
+        for (p, r) in ptr.iter_mut().zip(w) {
+            *p = r.as_ptr();
+        }
+        Rows { ptr, wb }
+    }
+}
+
 /// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
 /// correction `-off · Σ q`.
 pub const PREPARED_BLOCK: usize = 40;

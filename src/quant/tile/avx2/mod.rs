@@ -19,24 +19,8 @@ pub(super) use legacy::{q4_0, q8_0};
 /// Weight rows per call.
 pub(super) const MR: usize = 8;
 
-/// The rows' base pointers; missing rows repeat row 0 (their lanes are never stored).
-struct Rows {
-    ptr: [*const u8; MR],
-    /// Bytes per block.
-    wb: usize,
-}
-
-impl Rows {
-    /// # Panics
-    /// If `w` is empty.
-    fn new(w: &[&[u8]], wb: usize) -> Rows {
-        let mut ptr = [w[0].as_ptr(); MR];
-        for (p, r) in ptr.iter_mut().zip(w) {
-            *p = r.as_ptr();
-        }
-        Rows { ptr, wb }
-    }
-}
+/// The rows of one call ([`super::Rows`]), one per lane.
+type Rows = super::Rows<MR>;
 
 /// An unaligned i32, broadcast.
 ///
