@@ -52,9 +52,8 @@ pub struct Context {
     history: HashMap<TensorId, StorageHistory>,
     /// The epoch each tensor was made in.
     epochs: Vec<u32>,
-    /// Incremented by every [`Context::truncate`].
-    epoch: u32,
-    /// The length each truncation cut the arena to, by the epoch it ended.
+    /// The length each truncation cut the arena to, in order: the epoch is
+    /// their count.
     cuts: Vec<usize>,
 }
 
@@ -91,14 +90,13 @@ impl Context {
             data: Vec::new(),
             history: HashMap::new(),
             epochs: Vec::new(),
-            epoch: 0,
             cuts: Vec::new(),
         }
     }
     /// This point in the context's history: [`Context::truncate`] with it drops
     /// every tensor made after it.
     pub fn mark(&self) -> ContextMark {
-        ContextMark { ctx: self.id, epoch: self.epoch, len: self.tensors.len(), history: self.history.clone() }
+        ContextMark { ctx: self.id, epoch: self.epoch(), len: self.tensors.len(), history: self.history.clone() }
     }
     /// Drops every tensor made after `mark` (their headers and host data), and
     /// restores the write history of that moment, so graph building goes on as if
@@ -124,7 +122,6 @@ impl Context {
         self.epochs.truncate(mark.len);
         self.history = mark.history.clone();
         self.cuts.push(mark.len);
-        self.epoch += 1;
         Ok(())
     }
     /// Declares every node built so far as executed, its writes as state:
@@ -139,7 +136,7 @@ impl Context {
     }
     /// Incremented by every [`Context::truncate`].
     pub fn epoch(&self) -> u32 {
-        self.epoch
+        self.cuts.len() as u32
     }
     /// This context's id (distinct for every context of the process).
     pub fn id(&self) -> u32 {
@@ -250,7 +247,7 @@ impl Context {
         }
         match (self.tensors.get(id.index()), self.epochs.get(id.index())) {
             (Some(t), Some(&e)) if e == id.epoch => Ok(t),
-            (_, e) if e.is_none_or(|&e| e != id.epoch) && id.epoch < self.epoch => {
+            (_, e) if e.is_none_or(|&e| e != id.epoch) && id.epoch < self.epoch() => {
                 Err(Error::UnknownTensor(format!("{id} was dropped by Context::truncate")))
             }
             _ => Err(Error::UnknownTensor(id.to_string())),
@@ -369,7 +366,7 @@ impl Context {
         let id = TensorId {
             ctx: self.id,
             idx: u32::try_from(self.tensors.len()).map_err(|_| Error::Invalid("too many tensors".into()))?,
-            epoch: self.epoch,
+            epoch: self.epoch(),
         };
         for &s in &t.src {
             self.tensor(s)?;
@@ -399,7 +396,8 @@ impl Context {
         }
         self.tensors.push(t);
         self.data.push(None);
-        self.epochs.push(self.epoch);
+        let epoch = self.epoch();
+        self.epochs.push(epoch);
         Ok(id)
     }
 
