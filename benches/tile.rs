@@ -53,7 +53,7 @@ fn tiles(c: &mut Criterion) {
                 g.bench_function(BenchmarkId::new("tile", format!("{level:?}")), |b| {
                     b.iter(|| {
                         for (s, ws) in wrows.chunks(t.mr()).enumerate() {
-                            t.run(K, ws, &arows, &mut out[s * t.mr()..], M);
+                            t.run(K, ws, &arows, &mut out[s * t.mr()..], M).expect("tile run");
                         }
                     })
                 });

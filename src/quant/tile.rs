@@ -280,36 +280,49 @@ impl TileKernel {
     /// written. Takes 1 to [`TileKernel::mr`] weight rows and any number of
     /// activation rows.
     ///
-    /// # Panics
-    /// If `k` is not a whole number of blocks, `w` is empty or longer
-    /// than `mr`, a row is shorter than `k` values, `out_stride < w.len()`
-    /// (with more than one activation row), or `out` is too short.
-    #[track_caller]
-    pub fn run(&self, k: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize) {
+    /// Errors with [`Error::Shape`] (and writes nothing) if `k` is not a whole
+    /// number of blocks, `w` is empty or longer than `mr`, a row is shorter
+    /// than `k` values, `out_stride < w.len()` (with more than one activation
+    /// row), or `out` is too short.
+    pub fn run(&self, k: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize) -> Result<()> {
         let (bs, pb) = format(self.w);
         let nb = k / bs;
         let wb = self.w.type_size();
-        assert!(k.is_multiple_of(bs), "tile: {k} values are not whole {bs}-value blocks");
-        assert!(!w.is_empty() && w.len() <= self.mr, "tile: {} weight rows, expected 1..={}", w.len(), self.mr);
+        let bad = |msg: String| Err(Error::shape("tile", msg));
+        if !k.is_multiple_of(bs) {
+            return bad(format!("{k} values are not whole {bs}-value blocks"));
+        }
+        if w.is_empty() || w.len() > self.mr {
+            return bad(format!("{} weight rows, expected 1..={}", w.len(), self.mr));
+        }
         // divisions, so that no length can overflow past the checks
-        assert!(w.iter().all(|r| r.len() / wb >= nb), "tile: a weight row is shorter than {k} values");
-        assert!(a.iter().all(|r| r.len() / pb >= nb), "tile: an activation row is shorter than {k} values");
+        if !w.iter().all(|r| r.len() / wb >= nb) {
+            return bad(format!("a weight row is shorter than {k} values"));
+        }
+        if !a.iter().all(|r| r.len() / pb >= nb) {
+            return bad(format!("an activation row is shorter than {k} values"));
+        }
         if let Some(last) = a.len().checked_sub(1) {
-            assert!(last == 0 || out_stride >= w.len(), "tile: out_stride {out_stride} < {} weight rows", w.len());
+            if last > 0 && out_stride < w.len() {
+                return bad(format!("out_stride {out_stride} < {} weight rows", w.len()));
+            }
             let need = last.checked_mul(out_stride).and_then(|v| v.checked_add(w.len()));
-            assert!(need.is_some_and(|n| n <= out.len()), "tile: out holds {} values, too few", out.len());
+            if need.is_none_or(|n| n > out.len()) {
+                return bad(format!("out holds {} values, too few", out.len()));
+            }
         }
         if a.is_empty() {
-            return;
+            return Ok(());
         }
         if nb == 0 {
             for j in 0..a.len() {
                 out[j * out_stride..j * out_stride + w.len()].fill(0.0);
             }
-            return;
+            return Ok(());
         }
         // SAFETY: the checks above are the contract of `RawTile`; the kernel was
         // only built (`tile_kernel_for`) when the CPU supports its level.
-        unsafe { (self.raw)(nb, w, a, out, out_stride) }
+        unsafe { (self.raw)(nb, w, a, out, out_stride) };
+        Ok(())
     }
 }

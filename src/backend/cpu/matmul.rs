@@ -55,6 +55,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
     };
+    let failed = std::sync::Mutex::new(None);
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
         for item in items {
@@ -74,7 +75,12 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
                         *wr = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
                     }
                     out.resize(n1 * sub.len(), 0f32);
-                    t.run(k, &w[..sub.len()], acts, &mut out, sub.len());
+                    if let Err(e) = t.run(k, &w[..sub.len()], acts, &mut out, sub.len()) {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(e);
+                        }
+                        return;
+                    }
                     for (i1, vals) in out.chunks_exact(sub.len()).enumerate() {
                         for (i0, &v) in sub.clone().zip(vals) {
                             // SAFETY: as for the write below.
@@ -105,7 +111,10 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
             }
         }
     });
-    Ok(())
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Every activation row (`brow` bytes of the dot partner each, in `acts`)
