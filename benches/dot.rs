@@ -21,7 +21,7 @@ fn dots(c: &mut Criterion) {
         for level in SimdLevel::ALL {
             if let Some(f) = dot_fn_for(wt, level) {
                 g.bench_function(BenchmarkId::new(wt.name(), format!("{level:?}")), |b| {
-                    b.iter(|| f(N, std::hint::black_box(&w), std::hint::black_box(&a)))
+                    b.iter(|| f.dot(N, std::hint::black_box(&w), std::hint::black_box(&a)))
                 });
             }
         }

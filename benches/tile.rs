@@ -39,7 +39,7 @@ fn tiles(c: &mut Criterion) {
                     b.iter(|| {
                         for (i, wr) in wrows.iter().enumerate() {
                             for (j, a) in aq.chunks(arow).enumerate() {
-                                out[j * M + i] = dot(K, wr, a);
+                                out[j * M + i] = dot.dot(K, wr, a).expect("dot");
                             }
                         }
                     })

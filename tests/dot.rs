@@ -17,7 +17,7 @@ mod common;
 use common::Rng;
 use half::{bf16, f16};
 use rgml::quant::dot::{
-    dot_fn, dot_fn_for, dot_fn_scalar, kernel_level, quantize_activations, vec_dot_type, DotFn, SimdLevel,
+    dot_fn, dot_fn_for, dot_fn_scalar, kernel_level, quantize_activations, vec_dot_type, SimdLevel,
 };
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{DType, Error};
@@ -299,17 +299,21 @@ fn every_level_agrees_with_scalar_and_scalar_with_f64() {
                 let w = weight_row(wt, n, &mut rng, kind);
                 let a = activation_row(wt, n, &mut rng, kind);
                 let (want, mag) = reference(wt, &w, &a, n);
-                let s = scalar(n, &w, &a);
+                let s = scalar.dot(n, &w, &a).unwrap();
                 check_close(&format!("{wt} scalar n={n} {kind:?}"), s, want, mag);
                 let (wu, au) = (unaligned(&w), unaligned(&a));
-                assert_eq!(scalar(n, &wu[1..], &au[1..]).to_bits(), s.to_bits(), "{wt} scalar unaligned n={n}");
+                assert_eq!(
+                    scalar.dot(n, &wu[1..], &au[1..]).unwrap().to_bits(),
+                    s.to_bits(),
+                    "{wt} scalar unaligned n={n}"
+                );
                 for &level in &levels {
                     let f = dot_fn_for(wt, level).unwrap();
                     let what = format!("{wt} {level:?} n={n} {kind:?}");
-                    let got = f(n, &w, &a);
+                    let got = f.dot(n, &w, &a).unwrap();
                     check_close(&what, got, f64::from(s), mag);
                     check_close(&what, got, want, mag);
-                    assert_eq!(f(n, &wu[1..], &au[1..]).to_bits(), got.to_bits(), "{what} unaligned");
+                    assert_eq!(f.dot(n, &wu[1..], &au[1..]).unwrap().to_bits(), got.to_bits(), "{what} unaligned");
                 }
             }
         }
@@ -331,7 +335,7 @@ fn realistic_rows_from_floats_match_the_float_dot() {
         quantize_row(wt, &x, &mut w).unwrap();
         let mut a = vec![0u8; vec_dot_type(wt).row_size(n as i64).unwrap()];
         quantize_activations(wt, &y, &mut a).unwrap();
-        let got = dot_fn(wt).unwrap()(n, &w, &a);
+        let got = dot_fn(wt).unwrap().dot(n, &w, &a).unwrap();
         // 2-bit weights are coarse; the bound is loose but catches layout mix-ups
         let bound = if wt == DType::Q2_K { 0.1 } else { 0.05 } * norm;
         assert!((f64::from(got) - exact).abs() < bound, "{wt}: {got} vs {exact} (‖x‖‖y‖ = {norm})");
@@ -460,8 +464,10 @@ fn levels_and_dispatch() {
     let best = SimdLevel::detect();
     assert!(best.is_supported());
     for w in WEIGHT_TYPES {
-        assert_eq!(dot_fn(w).unwrap() as usize, dot_fn_for(w, best).unwrap() as usize, "{w}");
-        assert_eq!(dot_fn_scalar(w).unwrap() as usize, dot_fn_for(w, SimdLevel::Scalar).unwrap() as usize);
+        assert_eq!(dot_fn(w).unwrap().level(), dot_fn_for(w, best).unwrap().level(), "{w}");
+        assert_eq!(dot_fn(w).unwrap().level(), kernel_level(w, best).unwrap(), "{w}");
+        assert_eq!(dot_fn_scalar(w).unwrap().level(), SimdLevel::Scalar);
+        assert_eq!(dot_fn_for(w, SimdLevel::Scalar).unwrap().level(), SimdLevel::Scalar);
         for level in SimdLevel::ALL {
             assert_eq!(dot_fn_for(w, level).is_some(), level.is_supported(), "{w} {level:?}");
             let k = kernel_level(w, level).unwrap();
@@ -484,25 +490,26 @@ fn activation_length_errors() {
     assert!(quantize_activations(DType::F16, &[], &mut []).is_ok());
 }
 
-/// Every kernel, called with a slice one byte short, panics (before reading it).
+/// Every kernel, called with a slice one byte short (or long), or a partial
+/// block, is an `Error::Shape`, never a read past the slice.
 #[test]
-fn short_slices_panic_at_every_level() {
+fn bad_lengths_are_errors_at_every_level() {
     for w in WEIGHT_TYPES {
         let n = w.block_size() * 2;
         let wb = w.row_size(n as i64).unwrap();
         let ab = vec_dot_type(w).row_size(n as i64).unwrap();
         for level in levels() {
-            let f: DotFn = dot_fn_for(w, level).unwrap();
-            let (wv, av) = (vec![0u8; wb], vec![0u8; ab]);
-            for (x, y) in [(&wv[..wb - 1], &av[..]), (&wv[..], &av[..ab - 1])] {
-                let r = std::panic::catch_unwind(|| f(n, x, y));
-                assert!(r.is_err(), "{w} {level:?}: a short slice did not panic");
+            let f = dot_fn_for(w, level).unwrap();
+            let (wv, av) = (vec![0u8; wb + 1], vec![0u8; ab + 1]);
+            for (x, y) in [(&wv[..wb - 1], &av[..ab]), (&wv[..wb], &av[..ab - 1]), (&wv[..], &av[..ab])] {
+                let r = f.dot(n, x, y);
+                assert!(matches!(r, Err(Error::Shape { .. })), "{w} {level:?}: bad slice lengths gave {r:?}");
             }
             if w.block_size() > 1 {
-                let r = std::panic::catch_unwind(|| f(n - 1, &wv, &av));
-                assert!(r.is_err(), "{w} {level:?}: a partial block did not panic");
+                let r = f.dot(n - 1, &wv[..wb], &av[..ab]);
+                assert!(matches!(r, Err(Error::Shape { .. })), "{w} {level:?}: a partial block gave {r:?}");
             }
-            assert_eq!(f(0, &[], &[]), 0.0);
+            assert_eq!(f.dot(0, &[], &[]).unwrap(), 0.0);
         }
     }
 }
@@ -521,7 +528,7 @@ fn q8_0_minus_128_is_exact_where_documented() {
     let want = 31.0 * 128.0 * 128.0 + 127.0 * 128.0;
     for level in [SimdLevel::Scalar, SimdLevel::Avx512] {
         if let Some(f) = dot_fn_for(DType::Q8_0, level) {
-            assert_eq!(f(32, &w, &a), want, "{level:?}");
+            assert_eq!(f.dot(32, &w, &a).unwrap(), want, "{level:?}");
         }
     }
 }

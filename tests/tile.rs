@@ -223,7 +223,7 @@ fn check(t: &TileKernel, k: usize, wr: &[Vec<u8>], ar: &[Vec<u8>], pad: usize) {
                 assert_eq!(got, SENTINEL, "{t:?} k={k} wrote padding ({i}, {j})");
                 continue;
             }
-            let want = dot(k, &wr[i], &ar[j]);
+            let want = dot.dot(k, &wr[i], &ar[j]).unwrap();
             if t.level() == SimdLevel::Scalar {
                 assert_eq!(got.to_bits(), want.to_bits(), "{t:?} k={k} m={m} n={n} ({i}, {j}): {got} vs {want}");
             } else {
@@ -390,7 +390,7 @@ fn check_mul_mat(w: DType, k: usize, m: usize, n: usize, batch: i64, threads: us
         for (i, wr) in wrows.iter().enumerate() {
             let g = got[r * m + i];
             let mag = magnitude(w, k, wr, &a);
-            for want in [dot(k, wr, &a), fast(k, wr, &a)] {
+            for want in [dot.dot(k, wr, &a).unwrap(), fast.dot(k, wr, &a).unwrap()] {
                 assert!(
                     (g as f64 - want as f64).abs() <= REL_TOL * mag,
                     "{w} k={k} m={m} n={n} threads={threads} ({i}, {r}): {g} vs {want}"

@@ -20,13 +20,13 @@
 //! AVX-512 F/BW/VL with VNNI), chosen once per process by [`SimdLevel::detect`].
 //!
 //! # The length contract
-//! A [`DotFn`] called as `f(n, w, a)` expects `w` to hold exactly `n` values of
-//! the weight type (`w_type.row_size(n)` bytes, whole blocks) and `a` exactly
-//! `n` values of its partner type. `mul_mat` checks this once per matmul; inside,
-//! a debug build asserts it exactly, and every build asserts (one cheap
-//! comparison per slice) that the slices are at least that long and `n` is a
-//! whole number of blocks, so a wrong length panics instead of reading out of
-//! bounds. The slices may start at any address.
+//! [`DotKernel::dot`]`(n, w, a)` needs `w` to hold exactly `n` values of the
+//! weight type (`w_type.row_size(n)` bytes, whole blocks) and `a` exactly `n`
+//! values of its partner type; anything else is [`Error::Shape`]. `mul_mat`
+//! checks the lengths once per matmul and calls the raw kernels, which still
+//! assert (one cheap comparison per slice) that the slices are long enough, so
+//! a crate bug panics instead of reading out of bounds. The slices may start at
+//! any address.
 //!
 //! # Quant values ggml never produces
 //! Q8_0/Q8_1/Q8_K quants of `-128` lie outside what any ggml quantizer writes
@@ -76,12 +76,54 @@ pub const WEIGHT_TYPES: [DType; 13] = [
     DType::Q6_K,
 ];
 
-/// A dot-product kernel: `f(n, w, a)` is the dot product of the `n` values in
-/// `w` (weight type) with the `n` values in `a` (its [`vec_dot_type`]).
-///
-/// See the module docs for the length contract; a kernel panics rather than
-/// read past either slice.
-pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+/// A raw dot-product kernel: `f(n, w, a)` is the dot product of the `n`
+/// values in `w` (weight type) with the `n` values in `a` (its
+/// [`vec_dot_type`]). It asserts the length contract (a panic rather than a
+/// read past either slice); callers outside the crate go through
+/// [`DotKernel::dot`], which returns an error instead.
+pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// The dot-product kernel for one weight type at one [`SimdLevel`].
+#[derive(Clone, Copy, Debug)]
+pub struct DotKernel {
+    f: DotFn,
+    w: DType,
+    level: SimdLevel,
+}
+
+impl DotKernel {
+    /// The dot product of the `n` values in `w` (rows of the weight type) with
+    /// the `n` values in `a` (its [`vec_dot_type`]). Errors with
+    /// [`Error::Shape`] unless `n` is whole blocks and the slices hold exactly
+    /// `n` values each.
+    pub fn dot(&self, n: usize, w: &[u8], a: &[u8]) -> Result<f32> {
+        let sizes = i64::try_from(n).ok().and_then(|n| Some((self.w.row_size(n)?, vec_dot_type(self.w).row_size(n)?)));
+        match sizes {
+            Some((wb, ab)) if wb == w.len() && ab == a.len() => Ok((self.f)(n, w, a)),
+            _ => Err(Error::shape(
+                "dot",
+                format!(
+                    "{n} values of {} need whole blocks and slices of exactly their size, got {} + {} bytes",
+                    self.w,
+                    w.len(),
+                    a.len()
+                ),
+            )),
+        }
+    }
+    /// The weight type.
+    pub fn weight_type(&self) -> DType {
+        self.w
+    }
+    /// The level the kernel was written for (see [`kernel_level`]).
+    pub fn level(&self) -> SimdLevel {
+        self.level
+    }
+    /// The unchecked kernel, for callers that have checked the lengths once.
+    pub(crate) fn raw(&self) -> DotFn {
+        self.f
+    }
+}
 
 /// An instruction-set level a kernel can be built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -148,7 +190,7 @@ pub const fn vec_dot_type(w: DType) -> DType {
 ///
 /// Errors with [`Error::Unsupported`] for types without a kernel (Q8_1, Q8_K,
 /// the integer types).
-pub fn dot_fn(w: DType) -> Result<DotFn> {
+pub fn dot_fn(w: DType) -> Result<DotKernel> {
     dot_fn_for(w, SimdLevel::detect()).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })
 }
 
@@ -156,8 +198,10 @@ pub fn dot_fn(w: DType) -> Result<DotFn> {
 /// kernels are tested against.
 ///
 /// Errors with [`Error::Unsupported`] for types without a kernel.
-pub fn dot_fn_scalar(w: DType) -> Result<DotFn> {
-    scalar::kernel(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })
+pub fn dot_fn_scalar(w: DType) -> Result<DotKernel> {
+    scalar::kernel(w)
+        .map(|f| DotKernel { f, w, level: SimdLevel::Scalar })
+        .ok_or(Error::Unsupported { op: "mul_mat", dtype: w })
 }
 
 /// The kernel [`dot_fn`] would choose on a CPU whose best level is `level`:
@@ -165,11 +209,12 @@ pub fn dot_fn_scalar(w: DType) -> Result<DotFn> {
 /// has none (see [`kernel_level`]).
 ///
 /// `None` when this CPU does not support `level` or `w` has no kernel.
-pub fn dot_fn_for(w: DType, level: SimdLevel) -> Option<DotFn> {
+pub fn dot_fn_for(w: DType, level: SimdLevel) -> Option<DotKernel> {
     if !level.is_supported() {
         return None;
     }
-    match kernel_level(w, level)? {
+    let at = kernel_level(w, level)?;
+    let f = match at {
         SimdLevel::Scalar => scalar::kernel(w),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 => avx2::kernel(w),
@@ -177,7 +222,8 @@ pub fn dot_fn_for(w: DType, level: SimdLevel) -> Option<DotFn> {
         SimdLevel::Avx512 => avx512::kernel(w),
         #[cfg(not(target_arch = "x86_64"))]
         _ => None,
-    }
+    }?;
+    Some(DotKernel { f, w, level: at })
 }
 
 /// The level of the kernel [`dot_fn_for`]`(w, level)` returns, regardless of

@@ -36,7 +36,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
     }
     let k = ane[0] as usize;
     let wt = a.l.dtype;
-    let dot = dot::dot_fn(wt)?;
+    // lengths are right by construction below: the raw kernel, no per-element check
+    let dot = dot::dot_fn(wt)?.raw();
     let mut a_tmp = None;
     let a = packed_rows(ex, a, &mut a_tmp)?;
     let acts = activations(ex, wt, b)?;
