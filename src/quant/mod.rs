@@ -50,9 +50,13 @@ pub use blocks::{
     BlockQ8_1, BlockQ8_K, K_SCALE_SIZE, QK, QK_K,
 };
 
-/// One block of a ggml block-quantized type.
-pub trait Block: Pod {
-    /// The element type this block belongs to.
+/// One block of a ggml block-quantized type: the per-block kernels behind
+/// [`quantize_row`] and [`dequantize_row`], which check the lengths (a
+/// crate-internal interface: its methods assert them).
+pub(crate) trait Block: Pod {
+    /// The element type this block belongs to (checked against the type
+    /// table by the unit tests).
+    #[cfg_attr(not(test), allow(dead_code))]
     const DTYPE: DType;
     /// Values per block (`DTYPE.block_size()`).
     const VALUES: usize;
