@@ -409,28 +409,9 @@ impl CudaStorage {
     /// as they are after the last compute.
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
         let t = ctx.tensor(id)?;
-        let root = ctx.storage_root(id)?;
-        if !self.plan.is_retained(root) {
-            return Err(Error::Invalid(format!(
-                "{} is an intermediate whose memory the plan reuses: mark it as an output to read it",
-                ctx.label(id)
-            )));
-        }
         let stream = &self.dev.stream;
-        let (base, len) = match self.plan.place(root) {
-            Some(Place::Leaf | Place::LeafCopy) => {
-                let b = self.leaves.get(&root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
-                (b.device_ptr(stream).0, b.len())
-            }
-            Some(Place::Buffer { offset }) => {
-                let size = ctx.tensor(root)?.layout().nbytes();
-                if offset + size > self.buffer.len() {
-                    return Err(Error::Mismatch("plan offset outside buffer".into()));
-                }
-                (self.buffer.device_ptr(stream).0 + offset as u64, size)
-            }
-            None => return Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
-        };
+        let (slice, offset, len) = self.root_slice(ctx, id)?;
+        let base = slice.device_ptr(stream).0 + offset as u64;
         let src = super::exec::Bound::new(base, len, t.view_offs(), *t.layout())?;
         if src.l.is_empty() {
             return Ok(Vec::new());
