@@ -81,21 +81,49 @@ unsafe fn group<const N: usize>(pk: &[Packed], a: [*const u8; N], o: [*mut f32; 
         }
     }
     for (bi, w) in pk.iter().enumerate() {
-        let dw = _mm512_castsi512_ps(w[8]);
         for j in 0..N {
-            let p = a[j].add(bi * PB);
-            // starts from the correction -off · Σ q_a, which undoes the unsigned bias
-            let mut s = bcast(p.add(36));
-            for (t, wt) in w[..8].iter().enumerate() {
-                s = _mm512_dpbusd_epi32(s, *wt, bcast(p.add(4 * t)));
-            }
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(p.add(32).cast::<f32>().read_unaligned()));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[j]);
+            acc[j] = block(acc[j], w, a[j].add(bi * PB));
         }
     }
     for j in 0..N {
         _mm512_mask_storeu_ps(o[j], mask, acc[j]);
     }
+}
+
+/// `acc` plus the 16 lanes' dots of the packed block `w` with the prepared
+/// activation block at `p`.
+///
+/// # Safety
+/// `p` must point at a prepared block; the CPU must have AVX-512 VNNI.
+#[inline(always)]
+unsafe fn block(acc: __m512, w: &Packed, p: *const u8) -> __m512 {
+    // two chains of 4 `vpdpbusd` (not one of 8), so that a single activation
+    // row does not wait on their latency; the first starts from the correction
+    // -off · Σ q_a, which undoes the unsigned bias
+    let (mut s0, mut s1) = (bcast(p.add(36)), _mm512_setzero_si512());
+    for t in 0..4 {
+        s0 = _mm512_dpbusd_epi32(s0, w[2 * t], bcast(p.add(8 * t)));
+        s1 = _mm512_dpbusd_epi32(s1, w[2 * t + 1], bcast(p.add(8 * t + 4)));
+    }
+    let s = _mm512_add_epi32(s0, s1);
+    let d = _mm512_mul_ps(_mm512_castsi512_ps(w[8]), _mm512_set1_ps(p.add(32).cast::<f32>().read_unaligned()));
+    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc)
+}
+
+/// One activation row (`a`): each block is packed in registers and used at
+/// once, since no other row would reuse it from the chunk buffer.
+///
+/// # Safety
+/// As for [`tile`], with one activation row at `a` and its 16-lane output at `o`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn single<const Q8: bool>(nb: usize, rows: &Rows, a: *const u8, o: *mut f32, mask: __mmask16) {
+    let mut acc = _mm512_setzero_ps();
+    for b in 0..nb {
+        let w = if Q8 { pack_q8_0(rows, b) } else { pack_q4_0(rows, b) };
+        acc = block(acc, &w, a.add(b * PB));
+    }
+    _mm512_mask_storeu_ps(o, mask, acc);
 }
 
 /// The tile loop; `Q8` picks the packing.
@@ -108,6 +136,9 @@ unsafe fn tile<const Q8: bool>(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f
     let rows = Rows::new(w, if Q8 { 34 } else { 18 });
     let mask: __mmask16 = if w.len() >= MR { !0 } else { (1 << w.len()) - 1 };
     let o = out.as_mut_ptr();
+    if let [a] = a {
+        return single::<Q8>(nb, &rows, a.as_ptr(), o, mask);
+    }
     // written before it is read: no need to zero 18 KiB per call
     let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();
     let base = buf.as_mut_ptr().cast::<Packed>();
