@@ -295,12 +295,12 @@ pub fn llama_speed(dtype: rgml::DType, threads: usize, prompt: usize, gen: usize
         let mut m = crate::llama::Llama::load(&path, Some(prompt + gen + 1), threads).map_err(e)?;
         let tokens: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % 32000).collect();
         let t = Instant::now();
-        let logits = m.eval(&tokens).map_err(e)?;
+        // the last position's logits, as generation needs (and llama.cpp computes)
+        let mut next = crate::llama::argmax(&m.eval_last(&tokens).map_err(e)?);
         let prompt_s = t.elapsed().as_secs_f64();
-        let mut next = crate::llama::argmax(&logits[logits.len() - 32000..]);
         let t = Instant::now();
         for _ in 0..gen {
-            next = crate::llama::argmax(&m.eval(&[next]).map_err(e)?);
+            next = crate::llama::argmax(&m.eval_last(&[next]).map_err(e)?);
         }
         let gen_s = t.elapsed().as_secs_f64();
         Ok(LlamaSpeed {

@@ -127,7 +127,16 @@ struct Layer {
     v_cache: TensorId,
 }
 
-/// The forward graph for one batch size, planned.
+/// What a planned graph is for: batch size, attended cache positions, and
+/// whether it computes every position's logits or only the last one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StepKey {
+    n: usize,
+    n_kv: usize,
+    all_logits: bool,
+}
+
+/// The forward graph for one [`StepKey`], planned.
 struct Step {
     graph: Graph,
     plan: Plan,
@@ -149,8 +158,8 @@ pub struct Llama<B: Backend = CpuBackend> {
     output_norm: TensorId,
     output: TensorId,
     layers: Vec<Layer>,
-    /// Planned graphs by (batch size, attended cache positions).
-    steps: HashMap<(usize, usize), Step>,
+    /// Planned graphs by [`StepKey`].
+    steps: HashMap<StepKey, Step>,
     /// The context right after loading: dropping every graph goes back here.
     weights_only: ContextMark,
     /// Planned graphs kept at most.
@@ -251,9 +260,9 @@ impl<B: Backend> Llama<B> {
         Ok(())
     }
 
-    /// The forward graph for `n` tokens and its DOT text.
+    /// The forward graph for `n` tokens (every position's logits) and its DOT text.
     pub fn dot(&mut self, n: usize) -> Result<String> {
-        let key = (n, self.n_kv(n));
+        let key = StepKey { n, n_kv: self.n_kv(n), all_logits: true };
         self.step(key)?;
         let s = &self.steps[&key];
         s.graph.to_dot(&self.ctx, Some(&|id| s.plan.annotation(&self.ctx, id)))
@@ -262,6 +271,21 @@ impl<B: Backend> Llama<B> {
     /// Runs `tokens` after the cached positions; returns their logits,
     /// position-major (`tokens.len() × n_vocab`).
     pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(tokens, true)
+    }
+
+    /// Runs `tokens` after the cached positions like [`Llama::eval`], but
+    /// returns only the last position's logits (`n_vocab` values; empty for no
+    /// tokens). Its graph skips what only the other positions' logits need:
+    /// the last layer's output projection and feed-forward, the final norm and
+    /// the vocabulary projection run on the last position alone (the cache
+    /// still receives every position). What generation needs, as llama.cpp
+    /// computes by default.
+    pub fn eval_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(tokens, false)
+    }
+
+    fn forward(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
         let n = tokens.len();
         if n == 0 {
             return Ok(Vec::new());
@@ -275,13 +299,13 @@ impl<B: Backend> Llama<B> {
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
             return Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab)));
         }
-        let key = (n, self.n_kv(n));
+        let key = StepKey { n, n_kv: self.n_kv(n), all_logits };
         self.step(key)?;
         let s = &self.steps[&key];
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let pos: Vec<i32> = (self.n_past..self.n_past + n).map(|p| p as i32).collect();
-        let mut mask = vec![f32::NEG_INFINITY; key.1 * n];
-        for (i, row) in mask.chunks_mut(key.1).enumerate() {
+        let mut mask = vec![f32::NEG_INFINITY; key.n_kv * n];
+        for (i, row) in mask.chunks_mut(key.n_kv).enumerate() {
             row[..=self.n_past + i].fill(0.0);
         }
         let (tokens_id, pos_id, mask_id, logits) = (s.tokens, s.pos, s.mask, s.logits);
@@ -306,15 +330,13 @@ impl<B: Backend> Llama<B> {
     /// Greedy generation: evaluates `prompt`, then appends the most likely
     /// token `n_predict` times; `on_token` sees each new token.
     pub fn generate(&mut self, prompt: &[u32], n_predict: usize, mut on_token: impl FnMut(u32)) -> Result<Vec<u32>> {
-        let logits = self.eval(prompt)?;
-        let nv = self.hp.n_vocab;
-        let mut next = argmax(&logits[logits.len() - nv..]);
+        let mut next = argmax(&self.eval_last(prompt)?);
         let mut out = Vec::with_capacity(n_predict);
         for i in 0..n_predict {
             out.push(next);
             on_token(next);
             if i + 1 < n_predict {
-                next = argmax(&self.eval(&[next])?);
+                next = argmax(&self.eval_last(&[next])?);
             }
         }
         Ok(out)
@@ -353,27 +375,26 @@ impl<B: Backend> Llama<B> {
         self.max_graphs = n.max(1);
     }
 
-    /// Builds and plans the graph for batches of `n` tokens attending over
-    /// `n_kv` cache positions, once. With the maximum held already, all are
+    /// Builds and plans the graph for `key`, once. With the maximum held already, all are
     /// dropped first and the context goes back to the weights (so a model fed
     /// many batch sizes does not grow without bound).
-    fn step(&mut self, (n, n_kv): (usize, usize)) -> Result<()> {
-        if self.steps.contains_key(&(n, n_kv)) {
+    fn step(&mut self, key: StepKey) -> Result<()> {
+        if self.steps.contains_key(&key) {
             return Ok(());
         }
         if self.steps.len() >= self.max_graphs {
             self.steps.clear();
             self.ctx.truncate(&self.weights_only)?;
         }
-        let step = self.build(n, n_kv)?;
+        let step = self.build(key)?;
         // the cache writes of this graph happen when it runs: graphs built later
         // read the cache as state instead of pulling these writes in again
         self.ctx.forget_writes();
-        self.steps.insert((n, n_kv), step);
+        self.steps.insert(key, step);
         Ok(())
     }
 
-    fn build(&mut self, n: usize, n_kv: usize) -> Result<Step> {
+    fn build(&mut self, StepKey { n, n_kv, all_logits }: StepKey) -> Result<Step> {
         let hp = self.hp.clone();
         let (hd, nh, nkv, gqa) = (hp.head_dim() as i64, hp.n_head as i64, hp.n_head_kv as i64, hp.n_embd_gqa() as i64);
         let (nt, nctx) = (n as i64, n_kv as i64);
@@ -420,7 +441,12 @@ impl<B: Backend> Llama<B> {
             )?;
             let kqv = c.mul_mat(values, kq)?; // [hd, nt, nh]
             let kqv = c.permute(kqv, [0, 2, 1, 3])?; // [hd, nh, nt]
-            let attn = c.cont_reshape(kqv, &[hd * nh, nt])?;
+            let mut attn = c.cont_reshape(kqv, &[hd * nh, nt])?;
+            if !all_logits && il + 1 == self.layers.len() && nt > 1 {
+                // from here on only the last position feeds the wanted logits
+                attn = last_row(c, attn)?;
+                x = last_row(c, x)?;
+            }
             let attn = c.mul_mat(l.wo, attn)?;
             let x1 = c.add(attn, x)?;
             let h = c.rms_norm(x1, hp.rms_eps)?;
@@ -442,6 +468,12 @@ impl<B: Backend> Llama<B> {
         let plan = self.backend.plan(c, &graph)?;
         Ok(Step { graph, plan, tokens, pos, mask, logits })
     }
+}
+
+/// The last row of the 2-D tensor `t` (a view).
+fn last_row(c: &mut Context, t: rgml::TensorId) -> Result<rgml::TensorId> {
+    let l = c.layout(t)?;
+    c.view_2d(t, l.ne[0], 1, l.nb[1], (l.ne[1] as usize - 1) * l.nb[1])
 }
 
 fn check_shape(ctx: &Context, w: &Weights, name: &str, ne: [usize; 2]) -> Result<()> {

@@ -35,8 +35,11 @@ pub fn run<B: Backend>(
         m.hp.n_vocab
     );
     let nv = m.hp.n_vocab;
+    // every position's logits only when they are to be written
+    let keep_all = logits_out.is_some();
+    let eval = |m: &mut Llama<B>, toks: &[u32]| if keep_all { m.eval(toks) } else { m.eval_last(toks) }.map_err(e);
     let t = Instant::now();
-    let mut all = m.eval(prompt).map_err(e)?;
+    let mut all = eval(&mut m, prompt)?;
     let prompt_s = t.elapsed().as_secs_f64();
     let mut generated = Vec::new();
     let t = Instant::now();
@@ -44,7 +47,12 @@ pub fn run<B: Backend>(
         let next = argmax(&all[all.len() - nv..]);
         generated.push(next);
         if i + 1 < n_predict {
-            all.extend(m.eval(&[next]).map_err(e)?);
+            let logits = eval(&mut m, &[next])?;
+            if keep_all {
+                all.extend(logits);
+            } else {
+                all = logits;
+            }
         }
         let tps = (i + 1) as f64 / t.elapsed().as_secs_f64();
         eprint!("\rgenerated {}/{n_predict} tokens, {tps:.1} tokens/s", i + 1);

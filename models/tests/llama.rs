@@ -136,3 +136,34 @@ fn quantized_models_match_llama_cpp() {
         assert!(q > 1e-3 && q < 1.5, "{name}: {q} from the F32 logits");
     }
 }
+
+/// `eval_last` gives the last position's logits of `eval` (llama.cpp's, to
+/// 1e-4) from a graph of its own that projects only that position, and
+/// writes the cache the same: later batches continue after it as after `eval`.
+#[test]
+fn last_position_logits_match_and_continue_the_cache() {
+    let (toks, want) = (tokens(), reference());
+    let nv = 288;
+    let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 2).unwrap();
+    // 9 tokens, then 4, then 3 one at a time: each call's last position
+    let mut got = Vec::new();
+    let mut at = 0;
+    for len in [9, 4, 1, 1, 1] {
+        let last = m.eval_last(&toks[at..at + len]).unwrap();
+        assert_eq!(last.len(), nv);
+        at += len;
+        got.push((at - 1, last));
+    }
+    assert_eq!(m.n_past(), 16);
+    for (pos, last) in &got {
+        let d = max_diff(last, &want[pos * nv..(pos + 1) * nv]);
+        assert!(d <= 1e-4, "position {pos}: max abs diff {d} vs llama.cpp");
+    }
+    // a batch size's two graphs are separate: the last-position one is not reused for `eval`
+    m.reset().unwrap();
+    let before = m.graphs();
+    let all = m.eval(&toks[..9]).unwrap();
+    assert_eq!(m.graphs(), before + 1);
+    assert!(max_diff(&all[8 * nv..], &got[0].1) <= 1e-5);
+    assert!(m.eval_last(&[]).unwrap().is_empty());
+}
