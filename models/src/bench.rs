@@ -1,6 +1,9 @@
 //! `rgml bench`: times the standard workloads and reports each as GB/s and as
-//! a ratio to a 64 MiB memcpy timed in the same run, right after it. Bytes are
-//! read plus written, for the workloads and for memcpy alike.
+//! a ratio to a 64 MiB memcpy (a 64 MiB read for `mul_mat`) timed in the same
+//! run: workload and baseline are timed alternately for [`ROUNDS`] rounds, and
+//! the ratio is the median of the rounds' ratios, so that the machine's speed
+//! drifting between seconds moves both sides of a ratio alike. Bytes are read
+//! plus written, for the workloads and for memcpy alike.
 
 use std::time::Instant;
 
@@ -24,9 +27,9 @@ pub struct Row {
     pub bytes: u64,
     /// bytes / median_s / 1e9.
     pub gbps: f64,
-    /// The memcpy baseline timed right after (read + write bytes).
+    /// The baseline (memcpy: read + write bytes; or the read), median over the rounds.
     pub memcpy_gbps: f64,
-    /// gbps / memcpy_gbps.
+    /// The median over the rounds of the round's GB/s ÷ its baseline.
     pub ratio: f64,
     /// Microseconds per node (the overhead workload).
     pub us_per_node: Option<f64>,
@@ -98,6 +101,29 @@ pub fn time<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<f64,
     Ok(median(t))
 }
 
+/// Rounds of alternate workload and baseline timings behind each row.
+pub const ROUNDS: usize = 3;
+
+/// [`ROUNDS`] rounds of: `work` timed ([`time`] with `reps`), then `base`
+/// (a baseline in GB/s); returns the median work seconds, the median
+/// baseline, and the median over rounds of `bytes / work seconds / 1e9 ÷ baseline`.
+fn paired<E>(
+    reps: usize,
+    bytes: u64,
+    mut work: impl FnMut() -> Result<(), E>,
+    mut base: impl FnMut() -> f64,
+) -> Result<(f64, f64, f64), E> {
+    let (mut secs, mut bases, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let s = time(reps, &mut work)?;
+        let b = base();
+        ratios.push(bytes as f64 / s / 1e9 / b);
+        secs.push(s);
+        bases.push(b);
+    }
+    Ok((median(secs), median(bases), median(ratios)))
+}
+
 /// GB/s (read + write) of copying `MEMCPY_BYTES` between two warm buffers.
 pub fn memcpy_gbps(reps: usize) -> f64 {
     let src = vec![1u8; MEMCPY_BYTES];
@@ -114,34 +140,30 @@ pub fn memcpy_gbps(reps: usize) -> f64 {
 fn run_one(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
     let plan = rgml::Plan::naive(&w.ctx, &w.graph, rgml::CPU_ALIGNMENT).map_err(|e| e.to_string())?;
     let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(|e| e.to_string())?;
-    let median_s = time(reps, || cpu.compute(&w.ctx, &w.graph, &mut st)).map_err(|e| e.to_string())?;
-    let memcpy = memcpy_gbps(reps);
     let bytes = w.bytes().map_err(|e| e.to_string())?;
-    let gbps = bytes as f64 / median_s / 1e9;
+    let (median_s, memcpy, ratio) =
+        paired(reps, bytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || memcpy_gbps(reps)).map_err(|e| e.to_string())?;
     Ok(Row {
         name: w.name.to_string(),
         what: w.what.clone(),
         threads: cpu.threads(),
         median_s,
         bytes,
-        gbps,
+        gbps: bytes as f64 / median_s / 1e9,
         memcpy_gbps: memcpy,
-        ratio: gbps / memcpy,
+        ratio,
         us_per_node: None,
         gflops: None,
     })
 }
 
-/// GB/s of reading a 64 MiB f32 buffer (a parallel sum on `cpu`'s threads).
+/// GB/s of reading a 64 MiB f32 buffer: a parallel sum on `cpu`'s pool, in
+/// 256 KiB pieces that idle workers steal, as the kernels' work is split.
 pub fn read_gbps(cpu: &CpuBackend, reps: usize) -> f64 {
+    use rayon::prelude::*;
     let v: Vec<f32> = (0..(MEMCPY_BYTES / 4)).map(|i| i as f32).collect();
-    let threads = cpu.threads().max(1);
     let t = time::<()>(reps, || {
-        let chunk = v.len().div_ceil(threads);
-        let s: f32 = std::thread::scope(|sc| {
-            let hs: Vec<_> = v.chunks(chunk).map(|c| sc.spawn(move || sum16(c))).collect();
-            hs.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
-        });
+        let s: f32 = cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum());
         std::hint::black_box(s);
         Ok(())
     })
@@ -167,19 +189,18 @@ fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String
     let e = |e: rgml::Error| e.to_string();
     let plan = rgml::Plan::naive(&w.ctx, &w.graph, rgml::CPU_ALIGNMENT).map_err(e)?;
     let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(e)?;
-    let median_s = time(reps, || cpu.compute(&w.ctx, &w.graph, &mut st)).map_err(e)?;
-    let read = read_gbps(cpu, reps);
     let wbytes = w.weight_bytes().map_err(e)?;
-    let gbps = wbytes as f64 / median_s / 1e9;
+    let (median_s, read, ratio) =
+        paired(reps, wbytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || read_gbps(cpu, reps)).map_err(e)?;
     Ok(Row {
         name: w.name.to_string(),
         what: w.what.clone(),
         threads: cpu.threads(),
         median_s,
         bytes: wbytes,
-        gbps,
+        gbps: wbytes as f64 / median_s / 1e9,
         memcpy_gbps: read,
-        ratio: gbps / read,
+        ratio,
         us_per_node: None,
         gflops: Some(w.flops().map_err(e)? as f64 / median_s / 1e9),
     })

@@ -98,6 +98,13 @@ impl CpuBackend {
         self.pool.current_num_threads()
     }
 
+    /// Runs `f` inside this backend's rayon pool (rayon's `install`): rayon's
+    /// parallel iterators in `f` use the executor's worker threads, as a
+    /// baseline measured beside it should.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
     /// Memory for `graph` placed by `plan`: a zeroed plan buffer, and copies of
     /// the leaves the graph writes, taken from the context now.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
