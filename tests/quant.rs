@@ -33,195 +33,29 @@ fn first_bit_difference(a: &[f32], b: &[f32]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
 }
 
-/// A minimal JSON reader, enough for the fixtures' manifest.
-mod json {
-    #[derive(Debug)]
-    pub enum Value {
-        Null,
-        Bool(#[allow(dead_code)] bool),
-        /// The number's text, as written.
-        Num(String),
-        Str(String),
-        Arr(Vec<Value>),
-        Obj(Vec<(String, Value)>),
-    }
-
-    impl Value {
-        pub fn get(&self, key: &str) -> Option<&Value> {
-            match self {
-                Value::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-                _ => None,
-            }
-        }
-        pub fn str(&self) -> &str {
-            match self {
-                Value::Str(s) => s,
-                v => panic!("expected a string, found {v:?}"),
-            }
-        }
-        pub fn u64(&self) -> u64 {
-            match self {
-                Value::Num(n) => n.parse().unwrap_or_else(|e| panic!("{n}: {e}")),
-                v => panic!("expected a number, found {v:?}"),
-            }
-        }
-        pub fn arr(&self) -> &[Value] {
-            match self {
-                Value::Arr(a) => a,
-                v => panic!("expected an array, found {v:?}"),
-            }
-        }
-    }
-
-    pub fn parse(text: &str) -> Value {
-        let mut p = Parser { s: text.as_bytes(), i: 0 };
-        let v = p.value();
-        p.ws();
-        assert_eq!(p.i, p.s.len(), "trailing characters");
-        v
-    }
-
-    struct Parser<'a> {
-        s: &'a [u8],
-        i: usize,
-    }
-
-    impl Parser<'_> {
-        fn ws(&mut self) {
-            while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
-                self.i += 1;
-            }
-        }
-        fn eat(&mut self, c: u8) -> bool {
-            self.ws();
-            let hit = self.s.get(self.i) == Some(&c);
-            self.i += usize::from(hit);
-            hit
-        }
-        fn expect(&mut self, c: u8) {
-            assert!(self.eat(c), "expected {:?} at byte {}", c as char, self.i);
-        }
-        fn literal(&mut self, word: &str, v: Value) -> Value {
-            assert!(self.s[self.i..].starts_with(word.as_bytes()), "bad literal at byte {}", self.i);
-            self.i += word.len();
-            v
-        }
-        fn value(&mut self) -> Value {
-            self.ws();
-            match self.s[self.i] {
-                b'{' => {
-                    self.i += 1;
-                    let mut kv = Vec::new();
-                    if !self.eat(b'}') {
-                        loop {
-                            self.ws();
-                            let k = self.string();
-                            self.expect(b':');
-                            kv.push((k, self.value()));
-                            if !self.eat(b',') {
-                                self.expect(b'}');
-                                break;
-                            }
-                        }
-                    }
-                    Value::Obj(kv)
-                }
-                b'[' => {
-                    self.i += 1;
-                    let mut a = Vec::new();
-                    if !self.eat(b']') {
-                        loop {
-                            a.push(self.value());
-                            if !self.eat(b',') {
-                                self.expect(b']');
-                                break;
-                            }
-                        }
-                    }
-                    Value::Arr(a)
-                }
-                b'"' => Value::Str(self.string()),
-                b't' => self.literal("true", Value::Bool(true)),
-                b'f' => self.literal("false", Value::Bool(false)),
-                b'n' => self.literal("null", Value::Null),
-                _ => {
-                    let start = self.i;
-                    while self.i < self.s.len()
-                        && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                    {
-                        self.i += 1;
-                    }
-                    assert!(self.i > start, "unexpected byte {} at {}", self.s[start], start);
-                    Value::Num(String::from_utf8(self.s[start..self.i].to_vec()).unwrap())
-                }
-            }
-        }
-        fn hex4(&mut self) -> u32 {
-            let h = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
-            self.i += 4;
-            u32::from_str_radix(h, 16).unwrap()
-        }
-        fn string(&mut self) -> String {
-            assert_eq!(self.s[self.i], b'"', "expected a string at byte {}", self.i);
-            self.i += 1;
-            let mut out = Vec::new();
-            loop {
-                let c = self.s[self.i];
-                self.i += 1;
-                match c {
-                    b'"' => break,
-                    b'\\' => {
-                        let e = self.s[self.i];
-                        self.i += 1;
-                        let ch = match e {
-                            b'n' => '\n',
-                            b't' => '\t',
-                            b'r' => '\r',
-                            b'b' => '\u{8}',
-                            b'f' => '\u{c}',
-                            b'u' => {
-                                let mut u = self.hex4();
-                                if (0xd800..0xdc00).contains(&u) && self.s[self.i..].starts_with(b"\\u") {
-                                    self.i += 2;
-                                    let lo = self.hex4();
-                                    u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-                                }
-                                char::from_u32(u).unwrap_or('\u{fffd}')
-                            }
-                            other => other as char,
-                        };
-                        out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
-                    }
-                    _ => out.push(c),
-                }
-            }
-            String::from_utf8(out).unwrap()
-        }
-    }
-}
-
 /// Every tensor of every valid GGUF fixture, dequantized straight from the
 /// file's bytes, equals gguf-py's `dequantize` bit for bit (NaN payloads included).
 #[test]
 fn dequantize_matches_gguf_fixtures() {
     let root = fixtures().join("gguf");
-    let manifest = json::parse(&String::from_utf8(read(&root.join("manifest.json"))).unwrap());
+    let manifest: serde_json::Value = serde_json::from_slice(&read(&root.join("manifest.json"))).unwrap();
+    let size = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}")) as usize;
     let mut seen = std::collections::BTreeMap::<DType, usize>::new();
-    for file in manifest.get("valid").expect("valid[]").arr() {
-        let name = file.get("file").unwrap().str();
+    for file in manifest["valid"].as_array().expect("valid[]") {
+        let name = file["file"].as_str().unwrap();
         let bytes = read(&root.join(name));
         let Some(tensors) = file.get("tensors") else { continue };
-        for t in tensors.arr() {
-            let tname = format!("{name}:{}", t.get("name").unwrap().str());
-            let ty = t.get("ggml_type").unwrap().str();
+        for t in tensors.as_array().unwrap() {
+            let tname = format!("{name}:{}", t["name"].as_str().unwrap());
+            let ty = t["ggml_type"].as_str().unwrap();
             let dtype = DType::from_name(ty).unwrap_or_else(|| panic!("{tname}: unknown type {ty}"));
-            assert_eq!(u64::from(dtype.ggml_id()), t.get("ggml_type_id").unwrap().u64(), "{tname}");
-            let ne: Vec<usize> = t.get("ne").unwrap().arr().iter().map(|v| v.u64() as usize).collect();
+            assert_eq!(dtype.ggml_id(), t["ggml_type_id"], "{tname}");
+            let ne: Vec<usize> = t["ne"].as_array().unwrap().iter().map(size).collect();
             let n: usize = ne.iter().product();
-            let off = t.get("file_offset").unwrap().u64() as usize;
-            let nbytes = t.get("n_bytes").unwrap().u64() as usize;
+            let off = size(&t["file_offset"]);
+            let nbytes = size(&t["n_bytes"]);
             let raw = &bytes[off..off + nbytes];
-            let expected = f32s(&read(&root.join(t.get("expected").unwrap().str())));
+            let expected = f32s(&read(&root.join(t["expected"].as_str().unwrap())));
             assert_eq!(expected.len(), n, "{tname}");
 
             // row by row, rows of ne[0]

@@ -5,9 +5,9 @@
 use rgml::gguf::{Array, GgufFile, Value};
 use rgml::DType;
 
-use super::json::{sha256_hex, J};
 use super::valid::{leaves, py_type};
 use super::writer::{everything, scratch, tensor_data};
+use super::{array, sha256_hex, Json};
 
 const PY_DUMP: &str = r#"
 import sys, json, struct, hashlib
@@ -40,11 +40,12 @@ fn py_types(v: &Value) -> Vec<&'static str> {
     }
 }
 
-/// gguf-py's flattened `contents()` as leaves, floats as f64 bits.
-fn py_leaves(j: &J) -> Vec<J> {
+/// gguf-py's flattened `contents()` as leaves, floats as f64 bits (which the
+/// dump writes as decimal strings).
+fn py_leaves(j: &Json) -> Vec<Json> {
     match j {
-        J::Arr(items) => items.iter().flat_map(py_leaves).collect(),
-        J::Obj(_) => vec![J::Num(j.at("bits").str().to_string())],
+        Json::Array(items) => items.iter().flat_map(py_leaves).collect(),
+        Json::Object(_) => vec![j["bits"].as_str().unwrap().parse::<u64>().unwrap().into()],
         j => vec![j.clone()],
     }
 }
@@ -70,31 +71,29 @@ fn gguf_py_reads_rgml_files() {
         everything(&data, alignment, &types).write(&path).unwrap();
         let out = std::process::Command::new("python3").args(["-c", PY_DUMP]).arg(&path).output().unwrap();
         assert!(out.status.success(), "gguf-py failed: {}", String::from_utf8_lossy(&out.stderr));
-        let py = J::parse(&String::from_utf8(out.stdout).unwrap());
+        let py: Json = serde_json::from_slice(&out.stdout).unwrap();
         let f = GgufFile::open(&path).unwrap();
-        assert_eq!(py.at("alignment").int(), alignment as i128);
-        assert_eq!(py.at("data_offset").int(), f.data_offset() as i128);
-        let fields: Vec<&J> =
-            py.at("fields").arr().iter().filter(|j| !j.at("name").str().starts_with("GGUF.")).collect();
+        assert_eq!(py["alignment"], alignment);
+        assert_eq!(py["data_offset"], f.data_offset());
+        let fields: Vec<&Json> =
+            array(&py["fields"]).iter().filter(|j| !j["name"].as_str().unwrap().starts_with("GGUF.")).collect();
         assert_eq!(fields.len(), f.metadata().len());
         for (j, (key, value)) in fields.iter().zip(f.metadata()) {
-            assert_eq!(j.at("name").str(), key);
-            let types: Vec<&str> = j.at("types").arr().iter().map(J::str).collect();
-            assert_eq!(types, py_types(value), "{key}");
+            assert_eq!(j["name"], *key);
+            assert_eq!(array(&j["types"]), py_types(value), "{key}");
             let mut ours = vec![];
             leaves(value, &mut ours);
-            assert_eq!(py_leaves(j.at("value")), ours, "{key}");
+            assert_eq!(py_leaves(&j["value"]), ours, "{key}");
         }
-        let ts = py.at("tensors").arr();
+        let ts = array(&py["tensors"]);
         assert_eq!(ts.len(), f.tensors().len());
         for (j, t) in ts.iter().zip(f.tensors()) {
-            assert_eq!(j.at("name").str(), t.name);
-            assert_eq!(j.at("type").int(), t.dtype.ggml_id() as i128, "{}", t.name);
-            let shape: Vec<i64> = j.at("shape").arr().iter().map(|d| d.int() as i64).collect();
-            assert_eq!(shape, &t.ne[..t.n_dims as usize], "{}", t.name);
-            assert_eq!(j.at("n_bytes").int(), t.size as i128, "{}", t.name);
-            assert_eq!(j.at("offset").int(), f.tensor_range(t).start as i128, "{}", t.name);
-            assert_eq!(j.at("sha256").str(), sha256_hex(f.tensor_bytes(t)), "{}", t.name);
+            assert_eq!(j["name"], t.name);
+            assert_eq!(j["type"], t.dtype.ggml_id(), "{}", t.name);
+            assert_eq!(array(&j["shape"]), &t.ne[..t.n_dims as usize], "{}", t.name);
+            assert_eq!(j["n_bytes"], t.size, "{}", t.name);
+            assert_eq!(j["offset"], f.tensor_range(t).start, "{}", t.name);
+            assert_eq!(j["sha256"], sha256_hex(f.tensor_bytes(t)), "{}", t.name);
         }
     }
 }

@@ -6,7 +6,6 @@
 //! parser. (The writer's atomicity is tested in src/gguf/tests.rs.)
 
 mod gguf_py;
-mod json;
 mod malformed;
 mod mutation;
 mod valid;
@@ -15,7 +14,8 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use json::J;
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
 
 /// The fixture directory, tests/fixtures/gguf.
 fn fixtures() -> PathBuf {
@@ -23,7 +23,23 @@ fn fixtures() -> PathBuf {
 }
 
 /// The fixtures' manifest.json, parsed once.
-fn manifest() -> &'static J {
-    static M: OnceLock<J> = OnceLock::new();
-    M.get_or_init(|| J::parse(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()))
+fn manifest() -> &'static Json {
+    static M: OnceLock<Json> = OnceLock::new();
+    M.get_or_init(|| serde_json::from_slice(&std::fs::read(fixtures().join("manifest.json")).unwrap()).unwrap())
+}
+
+/// A JSON integer that fits in u64 (every count, size and offset in the
+/// manifest and gguf-py's dumps); panics on anything else, floats included.
+fn uint(j: &Json) -> u64 {
+    j.as_u64().unwrap_or_else(|| panic!("not a u64: {j}"))
+}
+
+/// A JSON array; panics on anything else.
+fn array(j: &Json) -> &[Json] {
+    j.as_array().unwrap_or_else(|| panic!("not an array: {j}"))
+}
+
+/// SHA-256 as lowercase hex, as the manifest and Python's `hexdigest()` write it.
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }

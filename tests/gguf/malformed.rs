@@ -4,8 +4,7 @@
 use rgml::gguf::GgufFile;
 use rgml::Error;
 
-use super::json::sha256_hex;
-use super::{fixtures, manifest};
+use super::{array, fixtures, manifest, sha256_hex};
 
 /// Why each `reject` file must be rejected (a fragment of rgml's message), and
 /// what rgml does with each `edge` file (`None`: accepted).
@@ -38,16 +37,16 @@ const MALFORMED: [(&str, Option<&str>); 22] = [
 
 #[test]
 fn malformed_fixtures() {
-    let entries = manifest().at("malformed").arr();
+    let entries = array(&manifest()["malformed"]);
     assert_eq!(entries.len(), MALFORMED.len());
     for m in entries {
-        let file = m.at("file").str();
+        let file = m["file"].as_str().unwrap();
         let stem = file.trim_start_matches("malformed/").trim_end_matches(".gguf");
         let (_, expect) =
             MALFORMED.iter().find(|(n, _)| *n == stem).unwrap_or_else(|| panic!("no decision for {stem}"));
         let bytes = std::fs::read(fixtures().join(file)).unwrap();
-        assert_eq!(sha256_hex(&bytes), m.at("sha256").str());
-        assert_eq!(m.at("expect").str() == "reject", expect.is_some(), "{stem}");
+        assert_eq!(sha256_hex(&bytes), m["sha256"]);
+        assert_eq!(m["expect"].as_str().unwrap() == "reject", expect.is_some(), "{stem}");
         match (GgufFile::open(fixtures().join(file)), expect) {
             (Err(Error::Gguf { offset, msg }), Some(want)) => {
                 eprintln!("{stem}: rejected at byte {offset}: {msg}");

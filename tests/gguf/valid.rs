@@ -4,31 +4,28 @@
 use rgml::gguf::{Array, GgufFile, TensorInfo, Value};
 use rgml::Error;
 
-use super::json::{sha256_hex, J};
-use super::{fixtures, manifest};
+use super::{array, fixtures, manifest, sha256_hex, uint, Json};
 
 /// Flattens a value to comparable leaves: integers, float bits (as f64), bools, strings.
-pub(crate) fn leaves(v: &Value, out: &mut Vec<J>) {
-    let bits = |b: u64| J::Num(format!("{b}"));
-    let num = |n: i128| J::Num(n.to_string());
-    match v {
-        Value::Array(a) => array_leaves(a, out),
-        Value::F32(x) => out.push(bits(f64::from(*x).to_bits())),
-        Value::F64(x) => out.push(bits(x.to_bits())),
-        Value::Bool(b) => out.push(J::Bool(*b)),
-        Value::String(s) => out.push(J::Str(s.clone())),
-        Value::U8(x) => out.push(num(i128::from(*x))),
-        Value::I8(x) => out.push(num(i128::from(*x))),
-        Value::U16(x) => out.push(num(i128::from(*x))),
-        Value::I16(x) => out.push(num(i128::from(*x))),
-        Value::U32(x) => out.push(num(i128::from(*x))),
-        Value::I32(x) => out.push(num(i128::from(*x))),
-        Value::U64(x) => out.push(num(i128::from(*x))),
-        Value::I64(x) => out.push(num(i128::from(*x))),
-    }
+pub(crate) fn leaves(v: &Value, out: &mut Vec<Json>) {
+    out.push(match v {
+        Value::Array(a) => return array_leaves(a, out),
+        Value::F32(x) => f64::from(*x).to_bits().into(),
+        Value::F64(x) => x.to_bits().into(),
+        Value::Bool(b) => (*b).into(),
+        Value::String(s) => s.as_str().into(),
+        Value::U8(x) => (*x).into(),
+        Value::I8(x) => (*x).into(),
+        Value::U16(x) => (*x).into(),
+        Value::I16(x) => (*x).into(),
+        Value::U32(x) => (*x).into(),
+        Value::I32(x) => (*x).into(),
+        Value::U64(x) => (*x).into(),
+        Value::I64(x) => (*x).into(),
+    })
 }
 
-fn array_leaves(a: &Array, out: &mut Vec<J>) {
+fn array_leaves(a: &Array, out: &mut Vec<Json>) {
     macro_rules! each {
         ($v:expr, $var:ident) => {
             $v.iter().for_each(|x| leaves(&Value::$var(x.clone()), out))
@@ -61,75 +58,77 @@ pub(crate) fn py_type(t: rgml::gguf::ValueType) -> &'static str {
 
 /// A manifest value as leaves; floats as f64 bits, from `value_bits_hex` where
 /// given (the manifest gives bits for the first 16 elements of long arrays).
-fn manifest_leaves(kv: &J) -> Vec<J> {
-    let ty = kv.get("elem_type").unwrap_or(kv.at("type")).str();
-    let conv = |v: &J, bits: Option<&J>| {
-        let f64_bits = match (ty, bits, v) {
-            ("FLOAT32", Some(b), _) => {
-                f64::from(f32::from_bits(u32::from_str_radix(&b.str()[2..], 16).unwrap())).to_bits()
-            }
-            ("FLOAT64", Some(b), _) => u64::from_str_radix(&b.str()[2..], 16).unwrap(),
-            ("FLOAT32", None, J::Num(n)) => f64::from(n.parse::<f32>().unwrap()).to_bits(),
-            ("FLOAT64", None, J::Num(n)) => n.parse::<f64>().unwrap().to_bits(),
+fn manifest_leaves(kv: &Json) -> Vec<Json> {
+    let ty = kv.get("elem_type").unwrap_or(&kv["type"]).as_str().unwrap();
+    let hex = |b: &Json| u64::from_str_radix(b.as_str().unwrap().strip_prefix("0x").unwrap(), 16).unwrap();
+    let conv = |v: &Json, bits: Option<&Json>| {
+        let f64_bits = match (ty, bits) {
+            ("FLOAT32", Some(b)) => f64::from(f32::from_bits(u32::try_from(hex(b)).unwrap())).to_bits(),
+            ("FLOAT64", Some(b)) => hex(b),
+            // No bits: the decimal. The fixtures' are short (k / 2), which serde_json parses
+            // exactly, and an f32's decimal parsed to f64 narrows back to that same f32.
+            ("FLOAT32", None) => f64::from(v.as_f64().unwrap() as f32).to_bits(),
+            ("FLOAT64", None) => v.as_f64().unwrap().to_bits(),
             _ => return v.clone(),
         };
-        J::Num(f64_bits.to_string())
+        Json::from(f64_bits)
     };
-    let bits = |i: usize| kv.get("value_bits_hex").and_then(|b| if let J::Arr(a) = b { a.get(i) } else { Some(b) });
-    match kv.at("value") {
-        J::Arr(vs) => vs.iter().enumerate().map(|(i, v)| conv(v, bits(i))).collect(),
+    let bits =
+        |i: usize| kv.get("value_bits_hex").and_then(|b| if let Json::Array(a) = b { a.get(i) } else { Some(b) });
+    match &kv["value"] {
+        Json::Array(vs) => vs.iter().enumerate().map(|(i, v)| conv(v, bits(i))).collect(),
         v => vec![conv(v, bits(0))],
     }
 }
 
-fn check_tensor(f: &GgufFile, t: &TensorInfo, m: &J) {
-    let ne: Vec<i64> = m.at("ne").arr().iter().map(|n| n.int() as i64).collect();
-    assert_eq!(t.name, m.at("name").str());
-    assert_eq!(t.dtype.ggml_id() as i128, m.at("ggml_type_id").int());
-    assert!(t.dtype.name().eq_ignore_ascii_case(m.at("ggml_type").str()));
-    assert_eq!(&t.ne[..ne.len()], &ne[..], "{}", t.name);
+fn check_tensor(f: &GgufFile, t: &TensorInfo, m: &Json) {
+    let ne = array(&m["ne"]);
+    assert_eq!(t.name, m["name"]);
+    assert_eq!(t.dtype.ggml_id(), m["ggml_type_id"]);
+    assert!(t.dtype.name().eq_ignore_ascii_case(m["ggml_type"].as_str().unwrap()));
+    assert_eq!(&t.ne[..ne.len()], ne, "{}", t.name);
     assert!(t.ne[ne.len()..].iter().all(|&n| n == 1));
-    assert_eq!(t.n_dims as i128, m.at("n_dims").int());
-    assert_eq!(t.n_elements() as i128, m.at("n_elements").int());
-    assert_eq!(t.nb().map(|n| n as i128).to_vec(), m.at("nb_contiguous").arr().iter().map(J::int).collect::<Vec<_>>());
-    assert_eq!(t.size as i128, m.at("n_bytes").int());
-    assert_eq!(t.offset as i128, m.at("offset_in_data_section").int());
-    assert_eq!(f.tensor_range(t).start as i128, m.at("file_offset").int());
-    assert_eq!(sha256_hex(f.tensor_bytes(t)), m.at("raw_sha256").str(), "{}", t.name);
+    assert_eq!(t.n_dims, m["n_dims"]);
+    assert_eq!(t.n_elements(), m["n_elements"]);
+    assert_eq!(t.nb(), array(&m["nb_contiguous"]));
+    assert_eq!(t.size, m["n_bytes"]);
+    assert_eq!(t.offset, m["offset_in_data_section"]);
+    assert_eq!(f.tensor_range(t).start, m["file_offset"]);
+    assert_eq!(sha256_hex(f.tensor_bytes(t)), m["raw_sha256"], "{}", t.name);
 }
 
 #[test]
 fn valid_fixtures_match_manifest() {
-    let valid = manifest().at("valid").arr();
+    let valid = array(&manifest()["valid"]);
     assert_eq!(valid.len(), 6);
     for entry in valid {
-        let path = fixtures().join(entry.at("file").str());
-        assert_eq!(sha256_hex(&std::fs::read(&path).unwrap()), entry.at("sha256").str(), "fixture copy differs");
+        let path = fixtures().join(entry["file"].as_str().unwrap());
+        assert_eq!(sha256_hex(&std::fs::read(&path).unwrap()), entry["sha256"], "fixture copy differs");
         let f = GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let int = |k: &str| entry.get(k).map(J::int);
-        assert_eq!(int("gguf_version").unwrap_or(3), f.version() as i128);
-        assert_eq!(int("alignment").unwrap_or(32), f.alignment() as i128);
-        assert_eq!(int("size").unwrap(), f.file_size() as i128);
+        let int = |k: &str| entry.get(k).map(uint);
+        assert_eq!(int("gguf_version").unwrap_or(3), u64::from(f.version()));
+        assert_eq!(int("alignment").unwrap_or(32), f.alignment() as u64);
+        assert_eq!(int("size").unwrap(), f.file_size() as u64);
         if let Some(d) = int("data_section_offset") {
-            assert_eq!(d, f.data_offset() as i128);
+            assert_eq!(d, f.data_offset() as u64);
         }
-        let kvs = entry.at("kv").arr();
+        let kvs = array(&entry["kv"]);
         assert_eq!(f.metadata().len(), kvs.len());
         for ((key, value), m) in f.metadata().iter().zip(kvs) {
-            assert_eq!(key, m.at("key").str());
-            assert_eq!(py_type(value.value_type()), m.at("type").str(), "{key}");
+            assert_eq!(*key, m["key"]);
+            assert_eq!(py_type(value.value_type()), m["type"], "{key}");
             if let Value::Array(a) = value {
-                assert_eq!(py_type(a.elem_type()), m.at("elem_type").str(), "{key}");
-                assert_eq!(a.len() as i128, m.at("len").int(), "{key}");
+                assert_eq!(py_type(a.elem_type()), m["elem_type"], "{key}");
+                assert_eq!(a.len(), m["len"], "{key}");
             }
             let mut got = vec![];
             leaves(value, &mut got);
             assert_eq!(got, manifest_leaves(m), "{key}");
             if let Some(n) = m.get("utf8_len") {
-                assert_eq!(f.get_str(key).unwrap().len() as i128, n.int());
+                assert_eq!(f.get_str(key).unwrap().len(), *n);
             }
         }
-        let ts = entry.get("tensors").map(J::arr).unwrap_or(&[]);
+        let ts = entry.get("tensors").map(array).unwrap_or(&[]);
         assert_eq!(f.tensors().len(), ts.len());
         for (t, m) in f.tensors().iter().zip(ts) {
             check_tensor(&f, t, m);
