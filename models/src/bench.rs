@@ -142,7 +142,8 @@ fn run_one(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
     let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(|e| e.to_string())?;
     let bytes = w.bytes().map_err(|e| e.to_string())?;
     let (median_s, memcpy, ratio) =
-        paired(reps, bytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || memcpy_gbps(reps)).map_err(|e| e.to_string())?;
+        paired(reps, bytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || memcpy_gbps(reps))
+            .map_err(|e| e.to_string())?;
     Ok(Row {
         name: w.name.to_string(),
         what: w.what.clone(),
