@@ -112,6 +112,17 @@ pub const PREPARED_BLOCK: usize = 40;
 /// CPU supports the kernel's level.
 type RawTile = unsafe fn(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize);
 
+/// Bytes of one block of a repacked Q4_0 group ([`TileKernel::pack_group`]):
+/// 16 rows' quant bytes transposed by dwords (4 × 64), then their 16 f16 scales.
+pub const PACKED_Q4_0_BLOCK: usize = 4 * 64 + 32;
+
+/// The unchecked form of a kernel on a repacked group.
+///
+/// # Safety
+/// `nb ≥ 1`; `group` holds `nb` packed blocks; `1 ≤ rows ≤ mr`; `a` and `out`
+/// as for [`RawTile`]; the CPU supports the kernel's level.
+type RawPacked = unsafe fn(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], out_stride: usize);
+
 /// A register-tiled kernel for one weight type at one SIMD level (see the
 /// module docs). Cheap to copy; look it up once per matmul.
 #[derive(Clone, Copy)]
@@ -121,6 +132,7 @@ pub struct TileKernel {
     mr: usize,
     min_rows: usize,
     raw: RawTile,
+    packed: Option<RawPacked>,
 }
 
 impl std::fmt::Debug for TileKernel {
@@ -172,7 +184,31 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q6_K) => (avx512::MR, 3, avx512::q6_k),
         _ => return None,
     };
-    Some(TileKernel { w, level, mr, min_rows, raw })
+    #[cfg(target_arch = "x86_64")]
+    let packed: Option<RawPacked> = match (level, w) {
+        (SimdLevel::Avx512, DType::Q4_0) => Some(avx512::q4_0_packed),
+        _ => None,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let packed: Option<RawPacked> = None;
+    Some(TileKernel { w, level, mr, min_rows, raw, packed })
+}
+
+/// Repacks up to 16 Q4_0 rows of `nb` blocks into `out` (`nb` ×
+/// [`PACKED_Q4_0_BLOCK`] bytes): per block, vector `e` (64 bytes) holds quant
+/// bytes `4e..4e + 4` of row `r` at `4r`, then the 16 scales (f16, 2 bytes
+/// each); rows past `w.len()` repeat row 0. Lengths are the caller's to check.
+fn pack_q4_0_group(nb: usize, w: &[&[u8]], out: &mut [u8]) {
+    const QB: usize = 18;
+    for (b, dst) in out.chunks_exact_mut(PACKED_Q4_0_BLOCK).take(nb).enumerate() {
+        for r in 0..16 {
+            let src = &w.get(r).unwrap_or(&w[0])[b * QB..(b + 1) * QB];
+            for e in 0..4 {
+                dst[64 * e + 4 * r..64 * e + 4 * r + 4].copy_from_slice(&src[2 + 4 * e..6 + 4 * e]);
+            }
+            dst[256 + 2 * r..258 + 2 * r].copy_from_slice(&src[..2]);
+        }
+    }
 }
 
 /// Values per block of the weight type `w` and bytes per prepared activation
@@ -274,6 +310,113 @@ impl TileKernel {
         Ok(())
     }
 
+    /// True if this kernel can run on weights repacked ahead of time
+    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at
+    /// AVX-512 VNNI, where the repacked form skips the per-call transpose.
+    pub fn packs(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// Bytes of one repacked group of up to [`TileKernel::mr`] weight rows of
+    /// `k` values; `None` if the kernel does not pack or `k` is not whole blocks.
+    pub fn packed_group_size(&self, k: usize) -> Option<usize> {
+        self.packed?;
+        k.is_multiple_of(QK).then(|| (k / QK).checked_mul(PACKED_Q4_0_BLOCK)).flatten()
+    }
+
+    /// Repacks 1 to [`TileKernel::mr`] weight rows of `k` values (in the
+    /// weight type's own layout) into `out`, which must be
+    /// [`TileKernel::packed_group_size`] bytes. [`TileKernel::run_packed`] on
+    /// the result gives the bits [`TileKernel::run`] gives on the rows.
+    ///
+    /// Errors with [`Error::Unsupported`] if the kernel does not pack, and with
+    /// [`Error::Shape`] for a bad `k`, row count or length.
+    pub fn pack_group(&self, k: usize, w: &[&[u8]], out: &mut [u8]) -> Result<()> {
+        let size = self.packed_group_size(k).ok_or_else(|| self.no_packing(k))?;
+        let (nb, wb) = (k / QK, self.w.type_size());
+        let bad = |msg: String| Err(Error::shape("tile::pack_group", msg));
+        if w.is_empty() || w.len() > self.mr {
+            return bad(format!("{} weight rows, expected 1..={}", w.len(), self.mr));
+        }
+        if !w.iter().all(|r| r.len() / wb >= nb) {
+            return bad(format!("a weight row is shorter than {k} values"));
+        }
+        if out.len() != size {
+            return bad(format!("out holds {} bytes, a packed group {size}", out.len()));
+        }
+        pack_q4_0_group(nb, w, out);
+        Ok(())
+    }
+
+    /// [`TileKernel::run`] on a group repacked by [`TileKernel::pack_group`]
+    /// from `rows` weight rows of `k` values: `out[j * out_stride + i]` for
+    /// `i < rows`, bit for bit what `run` gives on the original rows.
+    ///
+    /// Errors as [`TileKernel::pack_group`] and [`TileKernel::run`] do.
+    pub fn run_packed(
+        &self,
+        k: usize,
+        group: &[u8],
+        rows: usize,
+        a: &[&[u8]],
+        out: &mut [f32],
+        out_stride: usize,
+    ) -> Result<()> {
+        let (Some(raw), Some(size)) = (self.packed, self.packed_group_size(k)) else {
+            return Err(self.no_packing(k));
+        };
+        let bad = |msg: String| Err(Error::shape("tile::run_packed", msg));
+        if group.len() != size {
+            return bad(format!("{} bytes are not a packed group of {k} values ({size})", group.len()));
+        }
+        if rows == 0 || rows > self.mr {
+            return bad(format!("{rows} weight rows, expected 1..={}", self.mr));
+        }
+        self.check_acts(k, rows, a, out, out_stride)?;
+        if a.is_empty() {
+            return Ok(());
+        }
+        if k == 0 {
+            for j in 0..a.len() {
+                out[j * out_stride..j * out_stride + rows].fill(0.0);
+            }
+            return Ok(());
+        }
+        // SAFETY: the checks above are the contract of `RawPacked`; the kernel
+        // exists only where the CPU supports its level (`tile_kernel_for`).
+        unsafe { raw(k / QK, group, rows, a, out, out_stride) };
+        Ok(())
+    }
+
+    fn no_packing(&self, k: usize) -> Error {
+        if self.packed.is_none() {
+            Error::Unsupported { op: "tile::pack_group (no repacked kernel at this level)", dtype: self.w }
+        } else {
+            Error::shape("tile::pack_group", format!("{k} values are not whole {QK}-value blocks"))
+        }
+    }
+
+    /// The activation-side checks of [`TileKernel::run`]: rows of `k` values
+    /// prepared, and `out` large enough for `rows` results per activation row.
+    fn check_acts(&self, k: usize, rows: usize, a: &[&[u8]], out: &[f32], out_stride: usize) -> Result<()> {
+        let (bs, pb) = format(self.w);
+        let nb = k / bs;
+        let bad = |msg: String| Err(Error::shape("tile", msg));
+        if !a.iter().all(|r| r.len() / pb >= nb) {
+            return bad(format!("an activation row is shorter than {k} values"));
+        }
+        if let Some(last) = a.len().checked_sub(1) {
+            if last > 0 && out_stride < rows {
+                return bad(format!("out_stride {out_stride} < {rows} weight rows"));
+            }
+            let need = last.checked_mul(out_stride).and_then(|v| v.checked_add(rows));
+            if need.is_none_or(|n| n > out.len()) {
+                return bad(format!("out holds {} values, too few", out.len()));
+            }
+        }
+        Ok(())
+    }
+
     /// `out[j * out_stride + i] = dot(w[i], a[j])` for every weight row
     /// `w[i]` (a row of `k` values of the weight type) and prepared activation
     /// row `a[j]` (see [`TileKernel::prepare`]); no other element of `out` is
@@ -285,7 +428,7 @@ impl TileKernel {
     /// than `k` values, `out_stride < w.len()` (with more than one activation
     /// row), or `out` is too short.
     pub fn run(&self, k: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize) -> Result<()> {
-        let (bs, pb) = format(self.w);
+        let bs = format(self.w).0;
         let nb = k / bs;
         let wb = self.w.type_size();
         let bad = |msg: String| Err(Error::shape("tile", msg));
@@ -299,18 +442,7 @@ impl TileKernel {
         if !w.iter().all(|r| r.len() / wb >= nb) {
             return bad(format!("a weight row is shorter than {k} values"));
         }
-        if !a.iter().all(|r| r.len() / pb >= nb) {
-            return bad(format!("an activation row is shorter than {k} values"));
-        }
-        if let Some(last) = a.len().checked_sub(1) {
-            if last > 0 && out_stride < w.len() {
-                return bad(format!("out_stride {out_stride} < {} weight rows", w.len()));
-            }
-            let need = last.checked_mul(out_stride).and_then(|v| v.checked_add(w.len()));
-            if need.is_none_or(|n| n > out.len()) {
-                return bad(format!("out holds {} values, too few", out.len()));
-            }
-        }
+        self.check_acts(k, w.len(), a, out, out_stride)?;
         if a.is_empty() {
             return Ok(());
         }

@@ -1,0 +1,143 @@
+//! Q4_0 weights repacked ahead of time (`TileKernel::pack_group` /
+//! `run_packed`, AVX-512 VNNI): on every group shape (1..=16 weight rows,
+//! k = 1, 3 and 129 blocks, 0..=37 activation rows, unaligned slices, an
+//! output stride wider than the group), the repacked kernel gives exactly the
+//! bits `TileKernel::run` gives on the rows themselves, and writes nothing
+//! else; `run` itself is checked against the scalar dot in `tests/tile.rs`.
+//! Also the argument checks, and that kernels without a repacked form say so.
+
+mod common;
+
+use common::Rng;
+use rgml::quant::dot::{quantize_activations, SimdLevel};
+use rgml::quant::quantize_row;
+use rgml::quant::tile::{tile_kernel_for, TileKernel, PACKED_Q4_0_BLOCK};
+use rgml::{DType, Error};
+
+/// The Q4_0 kernel with a repacked form, where this CPU has one.
+fn packing() -> Option<TileKernel> {
+    let t = tile_kernel_for(DType::Q4_0, SimdLevel::Avx512);
+    if t.is_none() {
+        eprintln!("skipped: this CPU has no AVX-512 VNNI, where Q4_0 has its repacked kernel");
+    }
+    t
+}
+
+/// `v` copied to start one byte past an aligned address.
+fn unaligned(v: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; v.len() + 1];
+    b[1..].copy_from_slice(v);
+    b
+}
+
+/// Weight rows (Q4_0) and prepared activation rows of `k` values; with
+/// `random`, the weights are random bytes (any nibbles, any finite scales).
+fn operands(t: &TileKernel, k: usize, m: usize, n: usize, random: bool, rng: &mut Rng) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let wr = (0..m)
+        .map(|_| {
+            let mut q = vec![0u8; DType::Q4_0.row_size(k as i64).unwrap()];
+            quantize_row(DType::Q4_0, &rng.vec(k, 1.0), &mut q).unwrap();
+            if random {
+                for (i, b) in q.iter_mut().enumerate() {
+                    // scales (2 of every 18 bytes) stay finite f16: exponent bits below all-ones
+                    *b = if i % 18 == 1 { (rng.next() % 0x78) as u8 } else { rng.next() as u8 };
+                }
+            }
+            unaligned(&q)
+        })
+        .collect();
+    let ar = (0..n)
+        .map(|_| {
+            let mut q = vec![0u8; DType::Q8_0.row_size(k as i64).unwrap()];
+            quantize_activations(DType::Q4_0, &rng.vec(k, 1.0), &mut q).unwrap();
+            let mut p = vec![0u8; t.prepared_row_size(k).unwrap()];
+            t.prepare(&q, &mut p).unwrap();
+            unaligned(&p)
+        })
+        .collect();
+    (wr, ar)
+}
+
+#[test]
+fn repacked_groups_give_the_bits_of_the_rows() {
+    let Some(t) = packing() else { return };
+    assert!(t.packs());
+    let mut rng = Rng(7);
+    for k in [32, 96, 4128] {
+        for m in (1..=16).filter(|&m| k < 4096 || [1, 15, 16].contains(&m)) {
+            for n in [0, 1, 2, 3, 5, 8, 9, 13, 19, 37] {
+                let random = rng.next() % 2 == 0;
+                let (wr, ar) = operands(&t, k, m, n, random, &mut rng);
+                let w: Vec<&[u8]> = wr.iter().map(|r| &r[1..]).collect();
+                let a: Vec<&[u8]> = ar.iter().map(|r| &r[1..]).collect();
+                let mut group = unaligned(&vec![0u8; t.packed_group_size(k).unwrap()]);
+                t.pack_group(k, &w, &mut group[1..]).unwrap();
+                let stride = m + (rng.next() % 3) as usize;
+                let (mut want, mut got) = (vec![-1.5f32; n * stride], vec![-1.5f32; n * stride]);
+                t.run(k, &w, &a, &mut want, stride).unwrap();
+                t.run_packed(k, &group[1..], m, &a, &mut got, stride).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "k={k} m={m} n={n} stride={stride} random={random}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_packed_layout_is_the_documented_one() {
+    let Some(t) = packing() else { return };
+    // two rows of two blocks with distinct bytes: scale bytes 100 + 18b + i, quants 18b + i
+    let rows: Vec<Vec<u8>> =
+        (0..2u8).map(|r| (0..36u8).map(|i| if i % 18 < 2 { 100 + i + 50 * r } else { i + 50 * r }).collect()).collect();
+    let w: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+    let mut g = vec![0u8; 2 * PACKED_Q4_0_BLOCK];
+    t.pack_group(64, &w, &mut g).unwrap();
+    for b in 0..2 {
+        let blk = &g[b * PACKED_Q4_0_BLOCK..(b + 1) * PACKED_Q4_0_BLOCK];
+        for r in 0..16 {
+            let src = &rows[if r < 2 { r } else { 0 }][b * 18..(b + 1) * 18];
+            for e in 0..4 {
+                assert_eq!(blk[64 * e + 4 * r..64 * e + 4 * r + 4], src[2 + 4 * e..6 + 4 * e], "b={b} r={r} e={e}");
+            }
+            assert_eq!(blk[256 + 2 * r..258 + 2 * r], src[..2], "scale b={b} r={r}");
+        }
+    }
+}
+
+#[test]
+fn packing_checks_its_arguments() {
+    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q8_0, SimdLevel::Avx512), (DType::Q4_K, SimdLevel::Avx512)]
+    {
+        let Some(t) = tile_kernel_for(w, l) else { continue };
+        assert!(!t.packs() && t.packed_group_size(32).is_none(), "{t:?}");
+        let row = vec![0u8; w.row_size(w.block_size() as i64).unwrap()];
+        let r = t.pack_group(w.block_size(), &[&row], &mut [0u8; 288]);
+        assert!(matches!(r, Err(Error::Unsupported { .. })), "{t:?}: {r:?}");
+        assert!(matches!(t.run_packed(32, &[0u8; 288], 1, &[], &mut [], 1), Err(Error::Unsupported { .. })));
+    }
+    let Some(t) = packing() else { return };
+    let (k, size) = (64, 2 * PACKED_Q4_0_BLOCK);
+    assert_eq!(t.packed_group_size(k), Some(size));
+    assert_eq!(t.packed_group_size(33), None);
+    let row = vec![0u8; 36];
+    let act = vec![0u8; t.prepared_row_size(k).unwrap()];
+    let (row, act) = (&row[..], &act[..]);
+    let mut g = vec![0u8; size];
+    let seventeen = vec![row; 17];
+    let shape = |r: rgml::Result<()>| matches!(r, Err(Error::Shape { .. }));
+    assert!(shape(t.pack_group(k - 16, &[row], &mut g)));
+    assert!(shape(t.pack_group(k, &[], &mut g)));
+    assert!(shape(t.pack_group(k, &seventeen, &mut g)));
+    assert!(shape(t.pack_group(k, &[&row[1..]], &mut g)));
+    assert!(shape(t.pack_group(k, &[row], &mut g[1..])));
+    t.pack_group(k, &[row, row], &mut g).unwrap();
+    assert!(shape(t.run_packed(k, &g[1..], 2, &[act], &mut [0.0; 2], 2)));
+    assert!(shape(t.run_packed(k, &g, 0, &[act], &mut [0.0; 2], 2)));
+    assert!(shape(t.run_packed(k, &g, 17, &[act], &mut [0.0; 17], 17)));
+    assert!(shape(t.run_packed(k, &g, 2, &[&act[1..]], &mut [0.0; 2], 2)));
+    assert!(shape(t.run_packed(k, &g, 2, &[act, act], &mut [0.0; 3], 2)));
+    assert!(shape(t.run_packed(k, &g, 2, &[act, act], &mut [0.0; 4], 1)));
+    let mut out = [9.0f32; 4];
+    t.run_packed(k, &g, 2, &[act, act], &mut out, 2).unwrap();
+    assert_eq!(out, [0.0; 4], "zero weights give zeros");
+}
