@@ -66,7 +66,7 @@ fn repacked_groups_give_the_bits_of_the_rows() {
     for k in [32, 96, 4128] {
         for m in (1..=16).filter(|&m| k < 4096 || [1, 15, 16].contains(&m)) {
             for n in [0, 1, 2, 3, 5, 8, 9, 13, 19, 37] {
-                let random = rng.next() % 2 == 0;
+                let random = rng.next().is_multiple_of(2);
                 let (wr, ar) = operands(&t, k, m, n, random, &mut rng);
                 let w: Vec<&[u8]> = wr.iter().map(|r| &r[1..]).collect();
                 let a: Vec<&[u8]> = ar.iter().map(|r| &r[1..]).collect();
@@ -119,7 +119,7 @@ fn packing_checks_its_arguments() {
     let (k, size) = (64, 2 * PACKED_Q4_0_BLOCK);
     assert_eq!(t.packed_group_size(k), Some(size));
     assert_eq!(t.packed_group_size(33), None);
-    let row = vec![0u8; 36];
+    let row = [0u8; 36];
     let act = vec![0u8; t.prepared_row_size(k).unwrap()];
     let (row, act) = (&row[..], &act[..]);
     let mut g = vec![0u8; size];
