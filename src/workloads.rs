@@ -135,6 +135,28 @@ pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     Workload::new(name, format!("mul_mat {dtype} {m}x{k} weights, N={n}"), ctx, out)
 }
 
+/// [`matmul`] with the weights mapped from a GGUF file, as a model's are
+/// (what [`crate::CpuBackend::with_repacked_weights`] repacks): the file is
+/// written to the system's temporary directory, mapped, and deleted (the
+/// mapping stays valid).
+pub fn matmul_mapped(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
+    let mut tmp = Context::new();
+    let wf = filled(&mut tmp, &[k, m], 3)?;
+    let w = if dtype == DType::F32 { wf } else { converted(&mut tmp, wf, dtype, 1)?[0] };
+    let bytes = tmp.leaf_bytes(w).ok_or_else(|| crate::Error::NoData(tmp.label(w)))?.to_vec();
+    let path = std::env::temp_dir().join(format!("rgml-workload-{}-{dtype}-{m}x{k}.gguf", std::process::id()));
+    let mut file = crate::gguf::GgufWriter::new();
+    file.add_tensor("w", dtype, &[k, m], bytes)?;
+    file.write(&path)?;
+    let mapped = crate::gguf::GgufFile::open(&path);
+    std::fs::remove_file(&path).ok();
+    let mut ctx = Context::new();
+    let w = crate::load_gguf(&mut ctx, &mapped?)?.get("w")?;
+    let x = filled(&mut ctx, &[k, n], 4)?;
+    let out = ctx.mul_mat(w, x)?;
+    Workload::new("W5", format!("mul_mat {dtype} {m}x{k} weights (mapped), N={n}"), ctx, out)
+}
+
 /// `count` new leaves of type `dtype` holding the 2-D f32 tensor `src`
 /// converted (quantized) once on the CPU, outside any timed graph.
 fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Result<Vec<TensorId>> {

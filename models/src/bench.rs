@@ -228,6 +228,16 @@ pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> R
             rows.push(r);
         }
     }
+    // Q4_0 weights mapped from a file and repacked once (`with_repacked_weights`)
+    let repacking = CpuBackend::new(threads).map_err(|e| e.to_string())?.with_repacked_weights(true);
+    for nt in [1, 128] {
+        let w = workloads::matmul_mapped(rgml::DType::Q4_0, n, n, nt).map_err(|e| e.to_string())?;
+        let mut r = run_matmul(&repacking, &w, reps.min(5))?;
+        r.name = format!("W5-q4_0-n{nt}-rp");
+        r.what = format!("{}, repacked", w.what);
+        each(&r);
+        rows.push(r);
+    }
     let chain = workloads::add_chain(1000, 16).map_err(|e| e.to_string())?;
     for t in [1, 2] {
         let cpu = CpuBackend::new(t).map_err(|e| e.to_string())?;

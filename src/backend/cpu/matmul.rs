@@ -25,8 +25,9 @@ const B_CHUNK: usize = 32;
 /// it the dot kernels win: W4 at N=16 ran at 50 GFLOP/s by dots, 35 by GEMM).
 const GEMM_MIN_ROWS: i64 = 32;
 
-/// `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`.
-pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+/// `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`;
+/// `packed`, when given, is `a` as [`repack`] made it.
+pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: Option<&[u8]>) -> Result<()> {
     let (ne, ane, bne) = (dst.l.ne, a.l.ne, b.l.ne);
     if dst.l.is_empty() {
         return Ok(());
@@ -76,7 +77,15 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
                         *wr = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
                     }
                     out.resize(n1 * sub.len(), 0f32);
-                    if let Err(e) = t.run(k, &w[..sub.len()], acts, &mut out, sub.len()) {
+                    let group = packed.and_then(|p| {
+                        let gs = t.packed_group_size(k)?;
+                        sub.start.is_multiple_of(t.mr()).then(|| p.get(sub.start / t.mr() * gs..)?.get(..gs)).flatten()
+                    });
+                    let run = match group {
+                        Some(g) => t.run_packed(k, g, sub.len(), acts, &mut out, sub.len()),
+                        None => t.run(k, &w[..sub.len()], acts, &mut out, sub.len()),
+                    };
+                    if let Err(e) = run {
                         if let Ok(mut f) = failed.lock() {
                             f.get_or_insert(e);
                         }
@@ -115,6 +124,43 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result
     match failed.into_inner() {
         Ok(Some(e)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
+/// groups of `mr` rows in order), or `None` when it does not qualify: a
+/// read-only file mapping (its bytes never change), 2-D, packed rows, and a
+/// tile kernel with a repacked form for its type on this CPU.
+pub(super) fn repack(ex: &Exec, ctx: &crate::Context, a: crate::TensorId) -> Result<Option<HostBuffer>> {
+    let l = ctx.layout(a)?;
+    let Some(t) = tile::tile_kernel(l.dtype).filter(tile::TileKernel::packs) else { return Ok(None) };
+    let Some(bytes) = ctx.leaf_bytes(a).filter(|_| ctx.is_mapped(a)) else { return Ok(None) };
+    let packed_rows = l.block_dim == 0 && l.nb[0] == l.dtype.type_size() && l.ne[2] == 1 && l.ne[3] == 1;
+    let (k, m) = (l.ne[0] as usize, l.ne[1] as usize);
+    let Some(gs) = t.packed_group_size(k).filter(|_| packed_rows && k > 0) else { return Ok(None) };
+    let (row, mr) = (l.row_size(), t.mr());
+    let groups = m.div_ceil(mr);
+    let mut out = HostBuffer::zeroed(groups * gs);
+    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let failed = std::sync::Mutex::new(None);
+    ex.for_ranges(groups, gs, |range| {
+        for g in range {
+            let rows: Option<Vec<&[u8]>> =
+                (g * mr..((g + 1) * mr).min(m)).map(|r| bytes.get(r * l.nb[1]..r * l.nb[1] + row)).collect();
+            // SAFETY: group g's `gs` bytes lie in `out` and only this thread writes them.
+            let dst = unsafe { std::slice::from_raw_parts_mut((base + g * gs) as *mut u8, gs) };
+            let res = match rows {
+                Some(rows) => t.pack_group(k, &rows, dst),
+                None => Err(crate::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a)))),
+            };
+            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
+                f.get_or_insert(e);
+            }
+        }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(Some(out)),
     }
 }
 

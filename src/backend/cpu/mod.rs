@@ -27,6 +27,7 @@ use mem::{Exec, Strided};
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     poison: bool,
+    repack: bool,
 }
 
 /// What the CPU kernels allow the planner: 64-byte alignment, and writing a
@@ -65,6 +66,9 @@ pub struct CpuStorage {
     plan: Plan,
     buffer: HostBuffer,
     leaf_copies: HashMap<TensorId, HostBuffer>,
+    /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`]);
+    /// `None` for a leaf that does not qualify.
+    packed: HashMap<TensorId, Option<HostBuffer>>,
 }
 
 /// Where one storage root's bytes are, for one compute.
@@ -83,7 +87,7 @@ impl CpuBackend {
             .thread_name(|i| format!("rgml-cpu-{i}"))
             .build()
             .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
-        Ok(CpuBackend { pool, poison: false })
+        Ok(CpuBackend { pool, poison: false, repack: false })
     }
     /// Poison mode (a debug aid): before a run the plan buffer (inputs
     /// excepted) is filled with NaN bytes, and every range the plan frees is
@@ -91,6 +95,18 @@ impl CpuBackend {
     /// or unwritten memory produces NaN instead of a plausible value.
     pub fn with_poison(mut self, poison: bool) -> CpuBackend {
         self.poison = poison;
+        self
+    }
+    /// Repacked weights (off by default: weights are read in place). When on,
+    /// a Q4_0 weight matrix that is a read-only file mapping (a GGUF leaf, see
+    /// [`crate::load_gguf`]), 2-D with packed rows, is repacked for the tile
+    /// kernel the first time a `mul_mat` reads it, on a CPU with AVX-512 VNNI
+    /// ([`crate::quant::tile::TileKernel::packs`]): its storage keeps the
+    /// repacked copy (as many bytes again as the weights) for every later
+    /// compute and graph it is rebound to. Results are bit for bit the same;
+    /// a matrix-vector product runs about 1.35× faster (see the README).
+    pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
+        self.repack = repack;
         self
     }
     /// Number of worker threads.
@@ -109,7 +125,7 @@ impl CpuBackend {
     /// the leaves the graph writes, taken from the context now.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
         let leaf_copies = leaf_copies(ctx, graph, &plan, HashMap::new())?;
-        Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size()), plan, leaf_copies })
+        Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size()), plan, leaf_copies, packed: HashMap::new() })
     }
     /// Like [`CpuBackend::alloc`], with a buffer of `capacity` bytes so that
     /// other plans up to that size can be bound later ([`CpuStorage::rebind`]).
@@ -145,7 +161,13 @@ impl CpuBackend {
                 Op::Scale(s) => elementwise::scale(&ex, s, dst, bind(src[0])?)?,
                 Op::Unary(op) => elementwise::unary(&ex, op, dst, bind(src[0])?)?,
                 Op::SumRows => reduce::sum_rows(&ex, dst, bind(src[0])?)?,
-                Op::MulMat => matmul::mul_mat(&ex, dst, bind(src[0])?, bind(src[1])?)?,
+                Op::MulMat => {
+                    let packed = match self.repack {
+                        true => storage.packed(ctx, &ex, src[0])?,
+                        false => None,
+                    };
+                    matmul::mul_mat(&ex, dst, bind(src[0])?, bind(src[1])?, packed)?
+                }
                 Op::GetRows => rows::get_rows(&ex, dst, bind(src[0])?, bind(src[1])?)?,
                 Op::SetRows => rows::set_rows(&ex, dst, bind(src[1])?, bind(src[2])?)?,
                 Op::RmsNorm { eps } => norm::rms_norm(&ex, eps, dst, bind(src[0])?)?,
@@ -245,6 +267,8 @@ impl CpuStorage {
             )));
         }
         self.leaf_copies = leaf_copies(ctx, graph, &plan, std::mem::take(&mut self.leaf_copies))?;
+        // repacked weights stay for later graphs; those of dropped tensors go
+        self.packed.retain(|&id, _| ctx.tensor(id).is_ok());
         self.plan = plan;
         Ok(())
     }
@@ -369,6 +393,23 @@ impl CpuStorage {
             out.insert(id, region);
         }
         Ok(out)
+    }
+
+    /// Bytes this storage holds in repacked weights
+    /// ([`CpuBackend::with_repacked_weights`]; 0 when off or nothing qualified).
+    pub fn repacked_bytes(&self) -> usize {
+        self.packed.values().flatten().map(HostBuffer::len).sum()
+    }
+
+    /// The repacked form of weight leaf `a`, made on first use; `None` when it
+    /// does not qualify ([`matmul::repack`]).
+    fn packed(&mut self, ctx: &Context, ex: &Exec, a: TensorId) -> Result<Option<&[u8]>> {
+        if !self.packed.contains_key(&a) {
+            let in_place = self.plan.place(a) == Some(Place::Leaf);
+            let p = if in_place { matmul::repack(ex, ctx, a)? } else { None };
+            self.packed.insert(a, p);
+        }
+        Ok(self.packed.get(&a).and_then(|p| p.as_ref()).map(HostBuffer::as_bytes))
     }
 
     /// The bytes of the storage under `id` (its root's), after the last compute.

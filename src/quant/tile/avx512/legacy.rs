@@ -151,9 +151,22 @@ impl Blocks for Q8_0Rows {
 impl Blocks for Q4_0Packed {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
-        unpack_q4_0(self.0.add(b * super::super::PACKED_Q4_0_BLOCK))
+        const BLOCK: usize = super::super::PACKED_Q4_0_BLOCK;
+        let p = self.0.add(b * BLOCK);
+        // the stream is sequential but the kernel outruns the L3: ask for the
+        // lines of the block PREFETCH_BLOCKS ahead (a prefetch never faults,
+        // so past the group's end it is harmless)
+        for line in 0..BLOCK.div_ceil(64) {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BLOCKS * BLOCK + 64 * line).cast());
+        }
+        unpack_q4_0(p)
     }
 }
+
+/// How far ahead (in repacked blocks, 2.3 KiB) [`Q4_0Packed`] prefetches:
+/// one thread streaming 4096 × 4096 weights from L3 went from about 17.5 to
+/// 22 GB/s (no prefetch / 8 / 24 blocks ahead: 17.5, 22, 20.4, same minutes).
+const PREFETCH_BLOCKS: usize = 8;
 
 /// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
 /// the eight of [`pack_q4_0`], the scales widened to f32.

@@ -1,0 +1,128 @@
+//! `CpuBackend::with_repacked_weights`: Q4_0 weights mapped from a GGUF file
+//! are repacked once per storage and give the bits of in-place weights, for
+//! one and many activation rows, a row count that leaves a partial group, a
+//! batched (broadcast) activation, and across graphs bound to one storage;
+//! weights that are not file mappings, or not Q4_0, are not repacked.
+
+mod common;
+
+use common::Rng;
+use rgml::gguf::{GgufFile, GgufWriter};
+use rgml::quant::tile::tile_kernel;
+use rgml::{load_gguf, Context, CpuBackend, DType, Graph, Plan, CPU_ALIGNMENT};
+
+const K: i64 = 96;
+const M: i64 = 40; // two whole groups of 16 and a partial one
+
+/// A GGUF file holding one M × K matrix of `dtype` (random values, quantized).
+fn weights_file(dtype: DType, tag: &str) -> std::path::PathBuf {
+    let mut rng = Rng(3);
+    let vals = rng.vec((M * K) as usize, 1.0);
+    let mut bytes = vec![0u8; dtype.row_size(K).unwrap() * M as usize];
+    for (row, dst) in vals.chunks(K as usize).zip(bytes.chunks_mut(dtype.row_size(K).unwrap())) {
+        rgml::quant::quantize_row(dtype, row, dst).unwrap();
+    }
+    let path = std::env::temp_dir().join(format!("rgml-repack-{tag}-{}.gguf", std::process::id()));
+    let mut w = GgufWriter::new();
+    w.add_tensor("w", dtype, &[K, M], bytes).unwrap();
+    w.write(&path).unwrap();
+    path
+}
+
+/// Whether this CPU has a repacked kernel for Q4_0.
+fn repacks() -> bool {
+    let on = tile_kernel(DType::Q4_0).is_some_and(|t| t.packs());
+    if !on {
+        eprintln!("note: no repacked Q4_0 kernel on this CPU (AVX-512 VNNI): checking that nothing is repacked");
+    }
+    on
+}
+
+/// `mul_mat(w, x)` for x of shape `[K, n, batch]`, on `cpu`: the result's
+/// bits and the storage's repacked bytes.
+fn product(ctx: &mut Context, w: rgml::TensorId, n: i64, batch: i64, cpu: &CpuBackend) -> (Vec<u32>, usize) {
+    let mut rng = Rng(n as u64 * 31 + batch as u64);
+    let x = ctx.new_tensor_3d(DType::F32, K, n, batch).unwrap();
+    ctx.set_data(x, &rng.vec((K * n * batch) as usize, 1.0)).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    let g = Graph::build(ctx, &[y]).unwrap();
+    let st = cpu.run(ctx, &g).unwrap();
+    (st.read_f32(ctx, y).unwrap().iter().map(|v| v.to_bits()).collect(), st.repacked_bytes())
+}
+
+#[test]
+fn repacked_weights_give_the_same_bits() {
+    let path = weights_file(DType::Q4_0, "bits");
+    let file = GgufFile::open(&path).unwrap();
+    let mut ctx = Context::new();
+    let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+    let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
+    let group_bytes = tile_kernel(DType::Q4_0).and_then(|t| t.packed_group_size(K as usize)).unwrap_or(0);
+    for (n, batch) in [(1, 1), (3, 1), (37, 1), (5, 2)] {
+        let (want, none) = product(&mut ctx, w, n, batch, &plain);
+        let (got, bytes) = product(&mut ctx, w, n, batch, &packed);
+        assert_eq!(none, 0, "repacking is off by default");
+        assert_eq!(got, want, "n={n} batch={batch}");
+        let expect = if repacks() { 3 * group_bytes } else { 0 };
+        assert_eq!(bytes, expect, "n={n} batch={batch}: three groups of 16 rows");
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn the_repacked_copy_lives_with_the_storage_across_graphs() {
+    let path = weights_file(DType::Q4_0, "rebind");
+    let file = GgufFile::open(&path).unwrap();
+    let mut ctx = Context::new();
+    let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+    let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(true);
+    let plain = CpuBackend::new(1).unwrap();
+    let mut st = None;
+    for n in [1, 4, 1] {
+        let x = ctx.new_tensor_2d(DType::F32, K, n).unwrap();
+        ctx.set_data(x, &Rng(n as u64).vec((K * n) as usize, 1.0)).unwrap();
+        let y = ctx.mul_mat(w, x).unwrap();
+        ctx.set_output(y).unwrap();
+        let g = Graph::build(&ctx, &[y]).unwrap();
+        let plan = Plan::naive(&ctx, &g, CPU_ALIGNMENT).unwrap();
+        let s = match st.as_mut() {
+            None => st.insert(cpu.alloc_with_capacity(&ctx, &g, plan, 1 << 16).unwrap()),
+            Some(s) => {
+                s.rebind(&ctx, &g, plan).unwrap();
+                s
+            }
+        };
+        cpu.compute(&ctx, &g, s).unwrap();
+        let want = plain.run(&ctx, &g).unwrap().read_f32(&ctx, y).unwrap();
+        assert_eq!(s.read_f32(&ctx, y).unwrap(), want, "n={n}");
+        if repacks() {
+            let gs = tile_kernel(DType::Q4_0).unwrap().packed_group_size(K as usize).unwrap();
+            assert_eq!(s.repacked_bytes(), 3 * gs, "made once, kept across graphs");
+        }
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn only_mapped_q4_0_weights_are_repacked() {
+    let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(true);
+    // the same Q4_0 bytes as an owned leaf: they may change, so they are read in place
+    let path = weights_file(DType::Q4_0, "owned");
+    let file = GgufFile::open(&path).unwrap();
+    let mut ctx = Context::new();
+    let mapped = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+    let owned = ctx.new_tensor_2d(DType::Q4_0, K, M).unwrap();
+    let bytes = ctx.leaf_bytes(mapped).unwrap().to_vec();
+    ctx.set_bytes(owned, &bytes).unwrap();
+    let (got, packed) = product(&mut ctx, owned, 2, 1, &cpu);
+    assert_eq!(packed, 0);
+    assert_eq!(got, product(&mut ctx, mapped, 2, 1, &cpu).0, "same values, same bits");
+    // a mapped Q8_0 matrix has no repacked kernel
+    let path8 = weights_file(DType::Q8_0, "q8");
+    let file8 = GgufFile::open(&path8).unwrap();
+    let mut ctx8 = Context::new();
+    let w8 = load_gguf(&mut ctx8, &file8).unwrap().get("w").unwrap();
+    assert_eq!(product(&mut ctx8, w8, 2, 1, &cpu).1, 0);
+    std::fs::remove_file(&path).ok();
+    std::fs::remove_file(&path8).ok();
+}
