@@ -318,13 +318,25 @@ pub fn synthetic_llama(
 
 /// Builds a synthetic llama (n_embd 2048, 4 layers, n_ff 5632, vocab 32000) of
 /// `dtype` weights in a temporary file, then times a `prompt`-token prompt and
-/// `gen` generated tokens on `threads` threads. The file is deleted.
-pub fn llama_speed(dtype: rgml::DType, threads: usize, prompt: usize, gen: usize) -> Result<LlamaSpeed, String> {
+/// `gen` generated tokens on `threads` threads, with repacked weights if
+/// `repack` ([`rgml::CpuBackend::with_repacked_weights`]). A one-token run
+/// first (then the cache is reset) leaves the load-time work (the mapping's
+/// first touch, repacking) out of the timings. The file is deleted.
+pub fn llama_speed(
+    dtype: rgml::DType,
+    threads: usize,
+    prompt: usize,
+    gen: usize,
+    repack: bool,
+) -> Result<LlamaSpeed, String> {
     let e = |e: rgml::Error| e.to_string();
     let path = std::env::temp_dir().join(format!("rgml-synthetic-llama-{}.gguf", std::process::id()));
     synthetic_llama(&path, dtype, 2048, 4, 5632, 32000).map_err(e)?;
     let result = (|| {
-        let mut m = crate::llama::Llama::load(&path, Some(prompt + gen + 1), threads).map_err(e)?;
+        let cpu = CpuBackend::new(threads).map_err(e)?.with_repacked_weights(repack);
+        let mut m = crate::llama::Llama::load_on(&path, Some(prompt + gen + 1), cpu).map_err(e)?;
+        m.eval_last(&[1]).map_err(e)?;
+        m.reset().map_err(e)?;
         let tokens: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % 32000).collect();
         let t = Instant::now();
         // the last position's logits, as generation needs (and llama.cpp computes)
@@ -337,7 +349,8 @@ pub fn llama_speed(dtype: rgml::DType, threads: usize, prompt: usize, gen: usize
         let gen_s = t.elapsed().as_secs_f64();
         Ok(LlamaSpeed {
             what: format!(
-                "synthetic llama {dtype}: n_embd 2048, 4 layers, n_ff 5632, vocab 32000, {} threads",
+                "synthetic llama {dtype}{}: n_embd 2048, 4 layers, n_ff 5632, vocab 32000, {} threads",
+                if repack { " (repacked)" } else { "" },
                 m_threads(threads)
             ),
             prompt_tps: prompt as f64 / prompt_s,

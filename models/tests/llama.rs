@@ -167,3 +167,31 @@ fn last_position_logits_match_and_continue_the_cache() {
     assert!(max_diff(&all[8 * nv..], &got[0].1) <= 1e-5);
     assert!(m.eval_last(&[]).unwrap().is_empty());
 }
+
+/// With repacked weights (`CpuBackend::with_repacked_weights`) the Q4_0 model
+/// gives the bits of in-place weights, so llama.cpp's logits to 1e-4 as well,
+/// batched and one token at a time.
+#[test]
+fn repacked_q4_0_weights_give_the_same_logits() {
+    let toks = tokens();
+    let want: Vec<f32> = std::fs::read(fixture("logits_q4_0_llamacpp.f32"))
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let path = std::env::temp_dir().join(format!("rgml-llama-repack-{}.gguf", std::process::id()));
+    rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, rgml::DType::Q4_0, |_| {}).unwrap();
+    let mut plain = Llama::load(&path, None, 2).unwrap();
+    let repacking = rgml::CpuBackend::new(2).unwrap().with_repacked_weights(true);
+    let mut packed = Llama::load_on(&path, None, repacking).unwrap();
+    std::fs::remove_file(&path).ok();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let batch = packed.eval(&toks).unwrap();
+    assert!(max_diff(&batch, &want) <= 1e-4);
+    assert_eq!(bits(batch), bits(plain.eval(&toks).unwrap()));
+    packed.reset().unwrap();
+    plain.reset().unwrap();
+    for &t in &toks {
+        assert_eq!(bits(packed.eval(&[t]).unwrap()), bits(plain.eval(&[t]).unwrap()));
+    }
+}

@@ -60,6 +60,7 @@ fn run_prints_the_same_ids_with_and_without_logits() {
         printed_ids(&String::from_utf8_lossy(&o.stdout))
     };
     assert_eq!(run(&[]), want);
+    assert_eq!(run(&["--repack"]), want, "repacking changes no result (an F32 model has nothing to repack)");
     assert_eq!(run(&["--logits", out.to_str().unwrap()]), want);
     let bytes = std::fs::read(&out).unwrap();
     std::fs::remove_file(&out).ok();

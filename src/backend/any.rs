@@ -56,6 +56,21 @@ impl AnyBackend {
     }
 }
 
+impl AnyBackend {
+    /// [`CpuBackend::with_repacked_weights`] on the CPU. Asking for repacked
+    /// weights on CUDA is [`Error::Invalid`](crate::Error::Invalid): its
+    /// kernels read weights as they are.
+    pub fn with_repacked_weights(self, repack: bool) -> Result<AnyBackend> {
+        match self {
+            AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(b.with_repacked_weights(repack))),
+            AnyBackend::Cuda(_) if repack => {
+                Err(crate::Error::Invalid("repacked weights are a CPU backend option, not a CUDA one".into()))
+            }
+            cuda => Ok(cuda),
+        }
+    }
+}
+
 impl From<CpuBackend> for AnyBackend {
     fn from(b: CpuBackend) -> AnyBackend {
         AnyBackend::Cpu(b)
