@@ -1,10 +1,12 @@
 //! Criterion benchmarks of the standard workloads (see `rgml::workloads`), with
 //! a 64 MiB memcpy in the same group as the baseline. Throughput is bytes read
-//! plus written, for the workloads and for memcpy alike.
+//! plus written, for the workloads and for memcpy alike. The `mul_mat` group
+//! (W4, W5, and W5 Q4_0 with mapped, repacked weights) reports bytes of
+//! weights read, beside a 64 MiB parallel read on the same pool.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rgml::workloads::{self, Workload};
-use rgml::{CpuBackend, Plan, CPU_ALIGNMENT};
+use rgml::{CpuBackend, DType, Plan, CPU_ALIGNMENT};
 
 const N: i64 = 4096;
 const MEMCPY_BYTES: usize = 64 << 20;
@@ -31,6 +33,46 @@ fn memory_bound(c: &mut Criterion) {
     }
 }
 
+fn matmul(c: &mut Criterion) {
+    use rayon::prelude::*;
+    let cpu = CpuBackend::new(2).unwrap();
+    let v: Vec<f32> = (0..MEMCPY_BYTES / 4).map(|i| i as f32).collect();
+    let mut g = c.benchmark_group("mul_mat");
+    g.throughput(Throughput::Bytes(MEMCPY_BYTES as u64));
+    g.bench_function("read 64MiB", |b| b.iter(|| cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum::<f32>())));
+    g.finish();
+    let repacking = CpuBackend::new(2).unwrap().with_repacked_weights(true);
+    let cases = [(DType::F32, 1), (DType::F32, 16), (DType::F32, 128), (DType::F32, 512)]
+        .into_iter()
+        .chain([DType::Q4_0, DType::Q8_0].into_iter().flat_map(|dt| [(dt, 1), (dt, 128)]));
+    for (dt, n) in cases {
+        bench_matmul(c, &cpu, &workloads::matmul(dt, N, N, n).unwrap());
+    }
+    for n in [1, 128] {
+        bench_matmul(c, &repacking, &workloads::matmul_mapped(DType::Q4_0, N, N, n).unwrap());
+    }
+}
+
+/// Sum with 16 independent accumulators (vectorized), so it runs at memory speed.
+fn sum16(v: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    for c in v.chunks_exact(16) {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + v.chunks_exact(16).remainder().iter().sum::<f32>()
+}
+
+fn bench_matmul(c: &mut Criterion, cpu: &CpuBackend, w: &Workload) {
+    let plan = Plan::naive(&w.ctx, &w.graph, CPU_ALIGNMENT).unwrap();
+    let mut st = cpu.alloc(&w.ctx, &w.graph, plan).unwrap();
+    let mut g = c.benchmark_group("mul_mat");
+    g.throughput(Throughput::Bytes(w.weight_bytes().unwrap()));
+    g.bench_function(BenchmarkId::new(w.name, &w.what), |b| b.iter(|| cpu.compute(&w.ctx, &w.graph, &mut st).unwrap()));
+    g.finish();
+}
+
 fn overhead(c: &mut Criterion) {
     let w = workloads::add_chain(1000, 16).unwrap();
     for threads in [1, 2] {
@@ -49,6 +91,6 @@ fn overhead(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = memory_bound, overhead
+    targets = memory_bound, matmul, overhead
 }
 criterion_main!(benches);
