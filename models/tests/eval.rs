@@ -128,6 +128,8 @@ fn cli_bench_json_lines() {
             "W5-q4_0-n128",
             "W5-q8_0-n1",
             "W5-q8_0-n128",
+            "W5-q4_0-n1-rp",
+            "W5-q4_0-n128-rp",
             "W6-t1",
             "W6-t2"
         ]
