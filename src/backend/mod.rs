@@ -120,7 +120,8 @@ impl Backend for cpu::CpuBackend {
         cpu::CpuRules
     }
     fn describe(&self) -> String {
-        format!("cpu ({} threads)", self.threads())
+        let repack = if self.repacks_weights() { ", repacked Q4_0 weights" } else { "" };
+        format!("cpu ({} threads{repack})", self.threads())
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<cpu::CpuStorage> {
         cpu::CpuBackend::alloc(self, ctx, graph, plan)

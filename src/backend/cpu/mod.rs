@@ -109,6 +109,10 @@ impl CpuBackend {
         self.repack = repack;
         self
     }
+    /// Whether [`CpuBackend::with_repacked_weights`] is on.
+    pub fn repacks_weights(&self) -> bool {
+        self.repack
+    }
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.pool.current_num_threads()
