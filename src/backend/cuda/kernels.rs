@@ -248,3 +248,187 @@ mod tests {
         assert!(module_source("nope").is_err());
     }
 }
+
+/// A host-side check of every kernel launch against the CUDA C it calls
+/// (no GPU needed): the kernel exists in its module, and the arguments the
+/// Rust side pushes match its parameters in number and kind. A missing entry
+/// point would only fail at `cuModuleGetFunction` on a GPU, and a mismatched
+/// argument list would silently read garbage there.
+#[cfg(test)]
+mod signature_tests {
+    use super::*;
+
+    /// What one argument or parameter is, as far as the launch ABI cares.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Kind {
+        /// A device address (8 bytes).
+        Ptr,
+        /// `RgT` / [`KTensor`] by value.
+        Tensor,
+        /// A 4-byte scalar (`int`, `unsigned int`, `float`).
+        S4,
+        /// An 8-byte scalar (`i64`).
+        S8,
+        /// Another struct by value (`RgRope`, `RgMmvq`).
+        Struct,
+    }
+
+    /// The text from `open` (an opening bracket) to its matching close, exclusive.
+    fn balanced(s: &str, open: usize) -> &str {
+        let mut depth = 0;
+        let mut in_str = false;
+        for (i, c) in s[open..].char_indices() {
+            match c {
+                '"' => in_str = !in_str,
+                '(' | '[' | '{' if !in_str => depth += 1,
+                ')' | ']' | '}' if !in_str => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return &s[open + 1..open + i];
+                    }
+                }
+                _ => {}
+            }
+        }
+        panic!("unbalanced brackets after byte {open}");
+    }
+
+    /// `s` split at `sep` outside brackets, trimmed, empty pieces dropped.
+    fn split_top(s: &str, sep: char) -> Vec<&str> {
+        let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+        for (i, c) in s.char_indices() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => depth -= 1,
+                c if c == sep && depth == 0 => {
+                    out.push(s[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(s[start..].trim());
+        out.retain(|p| !p.is_empty());
+        out
+    }
+
+    /// Every `extern "C" __global__` kernel of a module source: name and parameter kinds.
+    fn kernels_of(src: &str) -> Vec<(String, Vec<Kind>)> {
+        let mut out = Vec::new();
+        for (at, _) in src.match_indices("__global__ void") {
+            let mut rest = &src[at + "__global__ void".len()..];
+            if let Some(r) = rest.trim_start().strip_prefix("__launch_bounds__") {
+                let open = r.find('(').unwrap();
+                rest = &r[open + balanced(r, open).len() + 2..];
+            }
+            let open = rest.find('(').unwrap();
+            let name = rest[..open].trim().to_string();
+            let params: Vec<Kind> = split_top(balanced(rest, open), ',').into_iter().map(param_kind).collect();
+            out.push((name, params));
+        }
+        // the mmvq entry points are instances of one macro (parameters of its `name`)
+        if let Some((_, params)) = out.iter().find(|(n, _)| n == "name").cloned() {
+            for (at, _) in src.match_indices("\nRG_MMVQ_ENTRY(") {
+                let args = balanced(src, at + "\nRG_MMVQ_ENTRY".len());
+                out.push((split_top(args, ',')[0].to_string(), params.clone()));
+            }
+        }
+        out
+    }
+
+    fn param_kind(p: &str) -> Kind {
+        if p.contains('*') {
+            Kind::Ptr
+        } else if p.starts_with("RgT ") {
+            Kind::Tensor
+        } else if p.starts_with("i64 ") {
+            Kind::S8
+        } else if ["int ", "unsigned int ", "float "].iter().any(|t| p.starts_with(t)) {
+            Kind::S4
+        } else if p.starts_with("RgRope ") || p.starts_with("RgMmvq ") {
+            Kind::Struct
+        } else {
+            panic!("unknown kernel parameter type in {p:?}")
+        }
+    }
+
+    /// The kind of a Rust launch argument, from the names the launch sites use.
+    fn arg_kind(a: &str) -> Kind {
+        const PTRS: &[&str] = &["p", "err_ptr", "mp", "fp", "ap"];
+        const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt"];
+        const S4: &[&str] = &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows"];
+        const S8: &[&str] = &["n", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
+        if a.ends_with(".ptr") || PTRS.contains(&a) {
+            Kind::Ptr
+        } else if TENSORS.contains(&a) || [".p(", ".k(", ".q(", "rows_view("].iter().any(|m| a.contains(m)) {
+            Kind::Tensor
+        } else if S8.contains(&a) || a.ends_with(".nelements()") {
+            Kind::S8
+        } else if S4.contains(&a) || a.ends_with(" as i32") || a.starts_with("i32::from(") {
+            Kind::S4
+        } else if a.starts_with("KRope::of(") {
+            Kind::Struct
+        } else {
+            panic!("launch argument {a:?}: add its kind to arg_kind")
+        }
+    }
+
+    /// Every `launch!(dev, "module", "func", cfg; args…)` of a Rust source.
+    fn launches_of(src: &str) -> Vec<(String, String, Vec<&str>)> {
+        let mut out = Vec::new();
+        for (at, _) in src.match_indices("launch!(") {
+            let body = balanced(src, at + "launch!".len());
+            let parts = split_top(body, ';');
+            assert_eq!(parts.len(), 2, "launch!({body})");
+            let head = split_top(parts[0], ',');
+            let unquote = |s: &str| s.trim_matches('"').to_string();
+            out.push((unquote(head[1]), unquote(head[2]), split_top(parts[1], ',')));
+        }
+        out
+    }
+
+    fn kernel(module: &str, func: &str) -> Vec<Kind> {
+        let src = module_source(module).unwrap();
+        let all = kernels_of(&src);
+        match all.iter().find(|(n, _)| n == func) {
+            Some((_, params)) => params.clone(),
+            None => panic!(
+                "kernels/{module}.cu has no kernel {func:?} (it has {:?})",
+                all.iter().map(|k| &k.0).collect::<Vec<_>>()
+            ),
+        }
+    }
+
+    #[test]
+    fn every_launch_matches_its_kernel_signature() {
+        let sources = [
+            ("exec.rs", include_str!("exec.rs")),
+            ("fast.rs", include_str!("fast.rs")),
+            ("quant.rs", include_str!("quant.rs")),
+        ];
+        let mut checked = 0;
+        for (file, src) in sources {
+            for (module, func, args) in launches_of(src) {
+                let params = kernel(&module, &func);
+                let kinds: Vec<Kind> = args.iter().map(|a| arg_kind(a)).collect();
+                assert_eq!(kinds, params, "{file}: launch of {module}/{func} with ({})", args.join(", "));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 30, "only {checked} launches found");
+        // matmul/mmvq.rs pushes its arguments by hand: (dst, x, tx, bpr, nblocks) and (dst, w, act, p)
+        use crate::dtype::DType;
+        let quantize = [Kind::Ptr, Kind::Ptr, Kind::Tensor, Kind::S8, Kind::S8];
+        let dot = [Kind::Ptr, Kind::Ptr, Kind::Ptr, Kind::Struct];
+        let mmvq_rs = include_str!("matmul/mmvq.rs");
+        assert!(mmvq_rs.contains("lb.arg(&p).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);"));
+        assert!(mmvq_rs.contains("lb.arg(&dst.ptr).arg(&a.ptr).arg(&ap).arg(&p);"));
+        for w in DType::QUANTIZED {
+            if let Some(spec) = super::super::matmul::mmvq::QSpec::of(w) {
+                assert_eq!(kernel("mmvq", spec.kernel), dot, "{w:?}");
+                let (func, _, _) = super::super::matmul::mmvq::act_format(w).unwrap();
+                assert_eq!(kernel("quantize_act", func), quantize, "{w:?}");
+            }
+        }
+    }
+}
