@@ -109,12 +109,13 @@ fn int(v: i64, what: &str) -> Result<c_int> {
 }
 
 /// Leading dimension (in elements of `size` bytes) of a matrix with `rows`
-/// rows of `cols` values at byte stride `nb1`.
+/// rows of `cols` values at byte stride `nb1`: at least 1, as cuBLAS requires
+/// even of empty rows (`K = 0`, where packed rows have `nb1 = 0`).
 pub(crate) fn ld(rows: i64, cols: i64, nb1: usize, size: usize) -> i64 {
     if rows <= 1 {
         cols.max(1)
     } else {
-        (nb1 / size) as i64
+        ((nb1 / size) as i64).max(1)
     }
 }
 
@@ -230,5 +231,8 @@ mod tests {
         assert_eq!(ld(1, 6, 999, 2), 6);
         assert_eq!(ld(3, 6, 64, 4), 16);
         assert_eq!(ld(0, 0, 0, 4), 1);
+        // K = 0: packed rows of no values have nb1 = 0; cuBLAS rejects ld < 1
+        let empty = Layout::contiguous(DType::F32, [0, 5, 1, 1]).unwrap();
+        assert_eq!(ld(empty.ne[1], empty.ne[0], empty.nb[1], 4), 1);
     }
 }
