@@ -152,6 +152,11 @@ fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()>
     let ldb = int(ld(bl.ne[1], bl.ne[0], bl.nb[1], size), "ldb")?;
     let ldc = int(ld(d.ne[1], d.ne[0], d.nb[1], 4), "ldc")?;
     let (alpha, beta) = (1.0f32, 0.0f32);
+    // cuBLAS works in the calling thread's current context, and unlike cudarc's
+    // launches and copies nothing here makes ours current: on a thread that has
+    // not touched the device yet (operands already GEMM-ready, so no copy kernel
+    // ran) the runtime would pick device 0's primary context.
+    dev.ctx.bind_to_thread().map_err(super::exec::cuda_err("bind context"))?;
     let handle = *dev.blas.handle();
     let gemm = |pa: u64, sa: i64, pb: u64, sb: i64, pc: u64, sc: i64, batch: i64| -> Result<()> {
         // SAFETY: every pointer addresses an operand of the stated type checked
