@@ -51,52 +51,9 @@ fn backend(threads: usize, poison: bool) -> &'static CpuBackend {
 // ---------------------------------------------------------------------------
 // deterministic choices inside one generated step
 
-/// splitmix64: each generated step draws its choices from its own seed.
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (0 when `n == 0`).
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
-    }
-    /// Uniform in `lo..=hi`.
-    fn between(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as usize) as i64
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
-        if v.is_empty() {
-            None
-        } else {
-            Some(v[self.below(v.len())])
-        }
-    }
-    /// A random permutation of 0..4.
-    fn perm(&mut self) -> [usize; 4] {
-        let mut p = [0, 1, 2, 3];
-        for i in (1..4).rev() {
-            p.swap(i, self.below(i + 1));
-        }
-        p
-    }
-}
+#[path = "../common/splitmix.rs"]
+mod splitmix;
+use splitmix::SplitMix as Rng;
 
 /// The last `n` items of `v`.
 fn recent<T>(v: &[T], n: usize) -> &[T] {
