@@ -1,5 +1,5 @@
 //! Q4_0 weights repacked ahead of time (`TileKernel::pack_group` /
-//! `run_packed`, AVX-512 VNNI): on every group shape (1..=16 weight rows,
+//! `run_packed`, AVX2 and AVX-512 VNNI): on every group shape (1..=mr weight rows,
 //! k = 1, 3 and 129 blocks, 0..=37 activation rows, unaligned slices, an
 //! output stride wider than the group), the repacked kernel gives exactly the
 //! bits `TileKernel::run` gives on the rows themselves, and writes nothing
@@ -11,16 +11,22 @@ mod common;
 use common::Rng;
 use rgml::quant::dot::{quantize_activations, SimdLevel};
 use rgml::quant::quantize_row;
-use rgml::quant::tile::{tile_kernel_for, TileKernel, PACKED_Q4_0_BLOCK};
+use rgml::quant::tile::{packed_q4_0_block, tile_kernel_for, TileKernel};
 use rgml::{DType, Error};
 
-/// The Q4_0 kernel with a repacked form, where this CPU has one.
-fn packing() -> Option<TileKernel> {
-    let t = tile_kernel_for(DType::Q4_0, SimdLevel::Avx512);
-    if t.is_none() {
-        eprintln!("skipped: this CPU has no AVX-512 VNNI, where Q4_0 has its repacked kernel");
-    }
-    t
+/// The Q4_0 kernels with a repacked form that this CPU runs (AVX2, AVX-512 VNNI).
+fn packing() -> Vec<TileKernel> {
+    let ts: Vec<TileKernel> = [SimdLevel::Avx2, SimdLevel::Avx512]
+        .into_iter()
+        .filter_map(|l| {
+            let t = tile_kernel_for(DType::Q4_0, l);
+            if t.is_none() {
+                eprintln!("skipped: this CPU lacks {l:?}, where Q4_0 has a repacked kernel");
+            }
+            t
+        })
+        .collect();
+    ts
 }
 
 /// `v` copied to start one byte past an aligned address.
@@ -60,14 +66,20 @@ fn operands(t: &TileKernel, k: usize, m: usize, n: usize, random: bool, rng: &mu
 
 #[test]
 fn repacked_groups_give_the_bits_of_the_rows() {
-    let Some(t) = packing() else { return };
+    for t in packing() {
+        repacked_group_bits(&t);
+    }
+}
+
+fn repacked_group_bits(t: &TileKernel) {
     assert!(t.packs());
     let mut rng = Rng(7);
+    let mr = t.mr();
     for k in [32, 96, 4128] {
-        for m in (1..=16).filter(|&m| k < 4096 || [1, 15, 16].contains(&m)) {
+        for m in (1..=mr).filter(|&m| k < 4096 || [1, mr - 1, mr].contains(&m)) {
             for n in [0, 1, 2, 3, 5, 8, 9, 13, 19, 37] {
                 let random = rng.next().is_multiple_of(2);
-                let (wr, ar) = operands(&t, k, m, n, random, &mut rng);
+                let (wr, ar) = operands(t, k, m, n, random, &mut rng);
                 let w: Vec<&[u8]> = wr.iter().map(|r| &r[1..]).collect();
                 let a: Vec<&[u8]> = ar.iter().map(|r| &r[1..]).collect();
                 let mut group = unaligned(&vec![0u8; t.packed_group_size(k).unwrap()]);
@@ -77,7 +89,7 @@ fn repacked_groups_give_the_bits_of_the_rows() {
                 t.run(k, &w, &a, &mut want, stride).unwrap();
                 t.run_packed(k, &group[1..], m, &a, &mut got, stride).unwrap();
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "k={k} m={m} n={n} stride={stride} random={random}");
+                assert_eq!(bits(&got), bits(&want), "{t:?} k={k} m={m} n={n} stride={stride} random={random}");
             }
         }
     }
@@ -85,21 +97,25 @@ fn repacked_groups_give_the_bits_of_the_rows() {
 
 #[test]
 fn the_packed_layout_is_the_documented_one() {
-    let Some(t) = packing() else { return };
     // two rows of two blocks with distinct bytes: scale bytes 100 + 18b + i, quants 18b + i
     let rows: Vec<Vec<u8>> =
         (0..2u8).map(|r| (0..36u8).map(|i| if i % 18 < 2 { 100 + i + 50 * r } else { i + 50 * r }).collect()).collect();
     let w: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-    let mut g = vec![0u8; 2 * PACKED_Q4_0_BLOCK];
-    t.pack_group(64, &w, &mut g).unwrap();
-    for b in 0..2 {
-        let blk = &g[b * PACKED_Q4_0_BLOCK..(b + 1) * PACKED_Q4_0_BLOCK];
-        for r in 0..16 {
-            let src = &rows[if r < 2 { r } else { 0 }][b * 18..(b + 1) * 18];
-            for e in 0..4 {
-                assert_eq!(blk[64 * e + 4 * r..64 * e + 4 * r + 4], src[2 + 4 * e..6 + 4 * e], "b={b} r={r} e={e}");
+    for t in packing() {
+        let (mr, blk) = (t.mr(), packed_q4_0_block(t.mr()));
+        assert_eq!(blk, 18 * mr);
+        let mut g = vec![0u8; 2 * blk];
+        t.pack_group(64, &w, &mut g).unwrap();
+        for b in 0..2 {
+            let blk = &g[b * blk..(b + 1) * blk];
+            for r in 0..mr {
+                let src = &rows[if r < 2 { r } else { 0 }][b * 18..(b + 1) * 18];
+                for e in 0..4 {
+                    let at = 4 * mr * e + 4 * r;
+                    assert_eq!(blk[at..at + 4], src[2 + 4 * e..6 + 4 * e], "{t:?} b={b} r={r} e={e}");
+                }
+                assert_eq!(blk[16 * mr + 2 * r..16 * mr + 2 * r + 2], src[..2], "{t:?} scale b={b} r={r}");
             }
-            assert_eq!(blk[256 + 2 * r..258 + 2 * r], src[..2], "scale b={b} r={r}");
         }
     }
 }
@@ -115,25 +131,31 @@ fn packing_checks_its_arguments() {
         assert!(matches!(r, Err(Error::Unsupported { .. })), "{t:?}: {r:?}");
         assert!(matches!(t.run_packed(32, &[0u8; 288], 1, &[], &mut [], 1), Err(Error::Unsupported { .. })));
     }
-    let Some(t) = packing() else { return };
-    let (k, size) = (64, 2 * PACKED_Q4_0_BLOCK);
+    for t in packing() {
+        packing_checks(&t);
+    }
+}
+
+fn packing_checks(t: &TileKernel) {
+    let mr = t.mr();
+    let (k, size) = (64, 2 * packed_q4_0_block(mr));
     assert_eq!(t.packed_group_size(k), Some(size));
     assert_eq!(t.packed_group_size(33), None);
     let row = [0u8; 36];
     let act = vec![0u8; t.prepared_row_size(k).unwrap()];
     let (row, act) = (&row[..], &act[..]);
     let mut g = vec![0u8; size];
-    let seventeen = vec![row; 17];
+    let too_many = vec![row; mr + 1];
     let shape = |r: rgml::Result<()>| matches!(r, Err(Error::Shape { .. }));
     assert!(shape(t.pack_group(k - 16, &[row], &mut g)));
     assert!(shape(t.pack_group(k, &[], &mut g)));
-    assert!(shape(t.pack_group(k, &seventeen, &mut g)));
+    assert!(shape(t.pack_group(k, &too_many, &mut g)));
     assert!(shape(t.pack_group(k, &[&row[1..]], &mut g)));
     assert!(shape(t.pack_group(k, &[row], &mut g[1..])));
     t.pack_group(k, &[row, row], &mut g).unwrap();
     assert!(shape(t.run_packed(k, &g[1..], 2, &[act], &mut [0.0; 2], 2)));
     assert!(shape(t.run_packed(k, &g, 0, &[act], &mut [0.0; 2], 2)));
-    assert!(shape(t.run_packed(k, &g, 17, &[act], &mut [0.0; 17], 17)));
+    assert!(shape(t.run_packed(k, &g, mr + 1, &[act], &mut vec![0.0; mr + 1], mr + 1)));
     assert!(shape(t.run_packed(k, &g, 2, &[&act[1..]], &mut [0.0; 2], 2)));
     assert!(shape(t.run_packed(k, &g, 2, &[act, act], &mut [0.0; 3], 2)));
     assert!(shape(t.run_packed(k, &g, 2, &[act, act], &mut [0.0; 4], 1)));

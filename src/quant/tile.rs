@@ -99,6 +99,18 @@ impl<const N: usize> Rows<N> {
     }
 }
 
+/// Where a tile call's packed blocks (each level's `Packed`) come from: weight
+/// rows in their GGUF layout, packed block by block as they are used, or
+/// weights repacked ahead of time ([`TileKernel::pack_group`]).
+#[cfg(target_arch = "x86_64")]
+trait Blocks<P> {
+    /// Block `b`, packed.
+    ///
+    /// # Safety
+    /// `b` must be below the call's block count; the CPU must have the level's features.
+    unsafe fn get(&self, b: usize) -> P;
+}
+
 /// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
 /// correction `-off · Σ q`.
 pub const PREPARED_BLOCK: usize = 40;
@@ -112,9 +124,13 @@ pub const PREPARED_BLOCK: usize = 40;
 /// CPU supports the kernel's level.
 type RawTile = unsafe fn(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize);
 
-/// Bytes of one block of a repacked Q4_0 group ([`TileKernel::pack_group`]):
-/// 16 rows' quant bytes transposed by dwords (4 × 64), then their 16 f16 scales.
-pub const PACKED_Q4_0_BLOCK: usize = 4 * 64 + 32;
+/// Bytes of one block of a repacked Q4_0 group of `mr` rows
+/// ([`TileKernel::pack_group`]): their quant bytes transposed by dwords
+/// (4 vectors of `4 · mr` bytes), then their `mr` f16 scales; 18 bytes per
+/// row, as in the GGUF layout.
+pub const fn packed_q4_0_block(mr: usize) -> usize {
+    18 * mr
+}
 
 /// The unchecked form of a kernel on a repacked group.
 ///
@@ -186,6 +202,7 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     };
     #[cfg(target_arch = "x86_64")]
     let packed: Option<RawPacked> = match (level, w) {
+        (SimdLevel::Avx2, DType::Q4_0) => Some(avx2::q4_0_packed),
         (SimdLevel::Avx512, DType::Q4_0) => Some(avx512::q4_0_packed),
         _ => None,
     };
@@ -194,19 +211,21 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     Some(TileKernel { w, level, mr, min_rows, raw, packed })
 }
 
-/// Repacks up to 16 Q4_0 rows of `nb` blocks into `out` (`nb` ×
-/// [`PACKED_Q4_0_BLOCK`] bytes): per block, vector `e` (64 bytes) holds quant
-/// bytes `4e..4e + 4` of row `r` at `4r`, then the 16 scales (f16, 2 bytes
-/// each); rows past `w.len()` repeat row 0. Lengths are the caller's to check.
-fn pack_q4_0_group(nb: usize, w: &[&[u8]], out: &mut [u8]) {
+/// Repacks up to `mr` Q4_0 rows of `nb` blocks into `out` (`nb` ×
+/// [`packed_q4_0_block`]`(mr)` bytes): per block, vector `e` (`4 · mr` bytes)
+/// holds quant bytes `4e..4e + 4` of row `r` at `4r`, then the `mr` scales
+/// (f16, 2 bytes each); rows past `w.len()` repeat row 0. Lengths are the
+/// caller's to check.
+fn pack_q4_0_group(mr: usize, nb: usize, w: &[&[u8]], out: &mut [u8]) {
     const QB: usize = 18;
-    for (b, dst) in out.chunks_exact_mut(PACKED_Q4_0_BLOCK).take(nb).enumerate() {
-        for r in 0..16 {
+    for (b, dst) in out.chunks_exact_mut(packed_q4_0_block(mr)).take(nb).enumerate() {
+        for r in 0..mr {
             let src = &w.get(r).unwrap_or(&w[0])[b * QB..(b + 1) * QB];
             for e in 0..4 {
-                dst[64 * e + 4 * r..64 * e + 4 * r + 4].copy_from_slice(&src[2 + 4 * e..6 + 4 * e]);
+                let at = 4 * mr * e + 4 * r;
+                dst[at..at + 4].copy_from_slice(&src[2 + 4 * e..6 + 4 * e]);
             }
-            dst[256 + 2 * r..258 + 2 * r].copy_from_slice(&src[..2]);
+            dst[16 * mr + 2 * r..16 * mr + 2 * r + 2].copy_from_slice(&src[..2]);
         }
     }
 }
@@ -311,8 +330,8 @@ impl TileKernel {
     }
 
     /// True if this kernel can run on weights repacked ahead of time
-    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at
-    /// AVX-512 VNNI, where the repacked form skips the per-call transpose.
+    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at AVX2
+    /// and AVX-512 VNNI, where the repacked form skips the per-call transpose.
     pub fn packs(&self) -> bool {
         self.packed.is_some()
     }
@@ -321,12 +340,13 @@ impl TileKernel {
     /// `k` values; `None` if the kernel does not pack or `k` is not whole blocks.
     pub fn packed_group_size(&self, k: usize) -> Option<usize> {
         self.packed?;
-        k.is_multiple_of(QK).then(|| (k / QK).checked_mul(PACKED_Q4_0_BLOCK)).flatten()
+        k.is_multiple_of(QK).then(|| (k / QK).checked_mul(packed_q4_0_block(self.mr))).flatten()
     }
 
     /// Repacks 1 to [`TileKernel::mr`] weight rows of `k` values (in the
     /// weight type's own layout) into `out`, which must be
-    /// [`TileKernel::packed_group_size`] bytes. [`TileKernel::run_packed`] on
+    /// [`TileKernel::packed_group_size`] bytes (per block
+    /// [`packed_q4_0_block`]`(mr)` bytes, laid out as that function says). [`TileKernel::run_packed`] on
     /// the result gives the bits [`TileKernel::run`] gives on the rows.
     ///
     /// Errors with [`Error::Unsupported`] if the kernel does not pack, and with
@@ -344,7 +364,7 @@ impl TileKernel {
         if out.len() != size {
             return bad(format!("out holds {} bytes, a packed group {size}", out.len()));
         }
-        pack_q4_0_group(nb, w, out);
+        pack_q4_0_group(self.mr, nb, w, out);
         Ok(())
     }
 

@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::PREPARED_BLOCK as PB;
+use super::super::{packed_q4_0_block, Blocks, PREPARED_BLOCK as PB};
 use super::{bcast, scales, transpose32, transpose4, Rows, MR};
 
 /// Blocks per packed chunk.
@@ -61,6 +61,65 @@ unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
         out[8 + e] = t[e];
     }
     out[16] = scales(p, off);
+    out
+}
+
+/// Q4_0 weight rows (18-byte blocks).
+struct Q4_0Rows(Rows);
+/// Q8_0 weight rows (34-byte blocks).
+struct Q8_0Rows(Rows);
+/// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the
+/// four transposed quant vectors as bytes, then the 8 scales as f16.
+struct Q4_0Packed(*const u8);
+
+impl Blocks<Packed> for Q4_0Rows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed {
+        pack_q4_0(&self.0, b)
+    }
+}
+
+impl Blocks<Packed> for Q8_0Rows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed {
+        pack_q8_0(&self.0, b)
+    }
+}
+
+impl Blocks<Packed> for Q4_0Packed {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed {
+        const BLOCK: usize = packed_q4_0_block(MR);
+        let p = self.0.add(b * BLOCK);
+        // as in the AVX-512 tile: the lines of the block 2.3 KiB ahead (a
+        // prefetch never faults, so past the group's end it is harmless)
+        for line in 0..BLOCK.div_ceil(64) {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BLOCKS * BLOCK + 64 * line).cast());
+        }
+        unpack_q4_0(p)
+    }
+}
+
+/// How far ahead (in repacked blocks of 144 bytes) [`Q4_0Packed`] prefetches:
+/// the same 2.3 KiB as the AVX-512 tile's 8 blocks.
+const PREFETCH_BLOCKS: usize = 16;
+
+/// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
+/// the eight of [`pack_q4_0`], the scales widened to f32.
+///
+/// # Safety
+/// `p .. p + packed_q4_0_block(MR)` must be readable; the CPU must have AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_q4_0(p: *const u8) -> Packed {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut out = [_mm256_setzero_si256(); 17];
+    for e in 0..4 {
+        let t = _mm256_loadu_si256(p.add(32 * e).cast());
+        out[e] = _mm256_and_si256(t, m4);
+        out[e + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(t), m4);
+    }
+    out[16] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.add(128).cast())));
     out
 }
 
@@ -123,15 +182,22 @@ unsafe fn group<const Q8: bool, const N: usize>(
     }
 }
 
-/// The tile loop; `Q8` picks the packing and the products.
+/// The tile loop over the blocks of `w` (`rows` weight rows); `Q8` picks the products.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::RawTile`, at this level, with `w` giving
+/// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<const Q8: bool>(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    let rows = Rows::new(w, if Q8 { 34 } else { 18 });
-    let m = w.len().min(MR);
+unsafe fn tile<const Q8: bool>(
+    nb: usize,
+    w: &impl Blocks<Packed>,
+    rows: usize,
+    a: &[&[u8]],
+    out: &mut [f32],
+    stride: usize,
+) {
+    let m = rows.min(MR);
     let o = out.as_mut_ptr();
     // written before it is read: no need to zero it per call
     let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();
@@ -140,7 +206,7 @@ unsafe fn tile<const Q8: bool>(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f
     while b0 < nb {
         let kc = KC.min(nb - b0);
         for bi in 0..kc {
-            let p = if Q8 { pack_q8_0(&rows, b0 + bi) } else { pack_q4_0(&rows, b0 + bi) };
+            let p = w.get(b0 + bi);
             // SAFETY: bi < KC, inside `buf`
             base.add(bi).write(p);
         }
@@ -174,7 +240,7 @@ unsafe fn tile<const Q8: bool>(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f
 /// # Safety
 /// The contract of `super::super::RawTile`, at this level.
 pub(in super::super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<false>(nb, w, a, out, stride)
+    tile::<false>(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
 }
 
 /// Q8_0 weights.
@@ -182,5 +248,20 @@ pub(in super::super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &m
 /// # Safety
 /// The contract of `super::super::RawTile`, at this level.
 pub(in super::super) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<true>(nb, w, a, out, stride)
+    tile::<true>(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
+}
+
+/// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
+///
+/// # Safety
+/// The contract of `super::super::RawPacked`, at this level.
+pub(in super::super) unsafe fn q4_0_packed(
+    nb: usize,
+    group: &[u8],
+    rows: usize,
+    a: &[&[u8]],
+    out: &mut [f32],
+    stride: usize,
+) {
+    tile::<false>(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
 }

@@ -14,7 +14,7 @@ mod k;
 mod legacy;
 
 pub(super) use k::{q4_k, q5_k, q6_k};
-pub(super) use legacy::{q4_0, q8_0};
+pub(super) use legacy::{q4_0, q4_0_packed, q8_0};
 
 /// Weight rows per call.
 pub(super) const MR: usize = 8;

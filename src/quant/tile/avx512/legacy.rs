@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::PREPARED_BLOCK as PB;
+use super::super::{Blocks, PREPARED_BLOCK as PB};
 use super::{bcast, scales, transpose16, transpose32, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
@@ -116,16 +116,6 @@ unsafe fn block(acc: __m512, w: &Packed, p: *const u8) -> __m512 {
     _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc)
 }
 
-/// Where a call's packed blocks come from: weight rows in their GGUF layout,
-/// packed block by block as they are used, or weights repacked ahead of time.
-trait Blocks {
-    /// Block `b`, packed.
-    ///
-    /// # Safety
-    /// `b` must be below the call's block count; the CPU must have the level's features.
-    unsafe fn get(&self, b: usize) -> Packed;
-}
-
 /// Q4_0 weight rows (18-byte blocks).
 struct Q4_0Rows(Rows);
 /// Q8_0 weight rows (34-byte blocks).
@@ -134,24 +124,24 @@ struct Q8_0Rows(Rows);
 /// transposed quant vectors as bytes, then the 16 scales as f16.
 struct Q4_0Packed(*const u8);
 
-impl Blocks for Q4_0Rows {
+impl Blocks<Packed> for Q4_0Rows {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         pack_q4_0(&self.0, b)
     }
 }
 
-impl Blocks for Q8_0Rows {
+impl Blocks<Packed> for Q8_0Rows {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         pack_q8_0(&self.0, b)
     }
 }
 
-impl Blocks for Q4_0Packed {
+impl Blocks<Packed> for Q4_0Packed {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
-        const BLOCK: usize = super::super::PACKED_Q4_0_BLOCK;
+        const BLOCK: usize = super::super::packed_q4_0_block(MR);
         let p = self.0.add(b * BLOCK);
         // the stream is sequential but the kernel outruns the L3: ask for the
         // lines of the block PREFETCH_BLOCKS ahead (a prefetch never faults,
@@ -172,7 +162,7 @@ const PREFETCH_BLOCKS: usize = 8;
 /// the eight of [`pack_q4_0`], the scales widened to f32.
 ///
 /// # Safety
-/// `p .. p + PACKED_Q4_0_BLOCK` must be readable; the CPU must have AVX-512 F/BW and F16C.
+/// `p .. p + packed_q4_0_block(MR)` must be readable; the CPU must have AVX-512 F/BW and F16C.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn unpack_q4_0(p: *const u8) -> Packed {
@@ -194,7 +184,7 @@ unsafe fn unpack_q4_0(p: *const u8) -> Packed {
 /// As for [`tile`], with one activation row at `a` and its 16-lane output at `o`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn single(nb: usize, w: &impl Blocks, a: *const u8, o: *mut f32, mask: __mmask16) {
+unsafe fn single(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, mask: __mmask16) {
     let mut acc = _mm512_setzero_ps();
     for b in 0..nb {
         acc = block(acc, &w.get(b), a.add(b * PB));
@@ -209,7 +199,7 @@ unsafe fn single(nb: usize, w: &impl Blocks, a: *const u8, o: *mut f32, mask: __
 /// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile(nb: usize, w: &impl Blocks, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+unsafe fn tile(nb: usize, w: &impl Blocks<Packed>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
     let o = out.as_mut_ptr();
     if let [a] = a {
