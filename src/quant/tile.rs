@@ -61,6 +61,14 @@
 //! of `-128` (never written by ggml's quantizers) are exact on every level but
 //! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
 //!
+//! # Repacked weights
+//! Q4_0 at AVX2 and AVX-512 VNNI also runs on weights repacked ahead of time
+//! ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): a group of `mr`
+//! rows stored the way the kernel packs them (quant bytes transposed by
+//! dwords, scales as one f16 vector; [`packed_q4_0_block`]), so a call skips
+//! the transpose and the scale gathering and prefetches the stream ahead. The
+//! bits of the results are those of [`TileKernel::run`] on the original rows.
+//!
 //! [`vec_dot_type`]: super::dot::vec_dot_type
 //! [`quantize_activations`]: super::dot::quantize_activations
 //! [`dot_fn`]: super::dot::dot_fn

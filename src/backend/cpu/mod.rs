@@ -100,11 +100,11 @@ impl CpuBackend {
     /// Repacked weights (off by default: weights are read in place). When on,
     /// a Q4_0 weight matrix that is a read-only file mapping (a GGUF leaf, see
     /// [`crate::load_gguf`]), 2-D with packed rows, is repacked for the tile
-    /// kernel the first time a `mul_mat` reads it, on a CPU with AVX-512 VNNI
-    /// ([`crate::quant::tile::TileKernel::packs`]): its storage keeps the
-    /// repacked copy (as many bytes again as the weights) for every later
-    /// compute and graph it is rebound to. Results are bit for bit the same;
-    /// a matrix-vector product runs about 1.35× faster (see the README).
+    /// kernel the first time a `mul_mat` reads it, on a CPU with AVX2 or
+    /// AVX-512 VNNI ([`crate::quant::tile::TileKernel::packs`]): its storage
+    /// keeps the repacked copy (as many bytes again as the weights) for every
+    /// later compute and graph it is rebound to. Results are bit for bit the
+    /// same; a matrix-vector product runs about 1.4–2× faster (see the README).
     pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
         self.repack = repack;
         self
