@@ -1,5 +1,6 @@
-//! `CpuBackend::with_repacked_weights`: Q4_0 weights mapped from a GGUF file
-//! are repacked once per storage and give the bits of in-place weights, for
+//! `CpuBackend::with_repacked_weights`: Q4_0 (and, at AVX-512, Q4_K) weights
+//! mapped from a GGUF file are repacked once per storage and give the bits of
+//! in-place weights, for
 //! one and many activation rows, a row count that leaves a partial group, a
 //! batched (broadcast) activation, and across graphs bound to one storage;
 //! weights that are not file mappings, or not Q4_0, are not repacked.
@@ -16,15 +17,20 @@ const M: i64 = 40; // two whole groups of 16 and a partial one
 
 /// A GGUF file holding one M × K matrix of `dtype` (random values, quantized).
 fn weights_file(dtype: DType, tag: &str) -> std::path::PathBuf {
+    weights_file_k(dtype, K, tag)
+}
+
+/// A GGUF file holding one M × `k` matrix of `dtype`.
+fn weights_file_k(dtype: DType, k: i64, tag: &str) -> std::path::PathBuf {
     let mut rng = Rng(3);
-    let vals = rng.vec((M * K) as usize, 1.0);
-    let mut bytes = vec![0u8; dtype.row_size(K).unwrap() * M as usize];
-    for (row, dst) in vals.chunks(K as usize).zip(bytes.chunks_mut(dtype.row_size(K).unwrap())) {
+    let vals = rng.vec((M * k) as usize, 1.0);
+    let mut bytes = vec![0u8; dtype.row_size(k).unwrap() * M as usize];
+    for (row, dst) in vals.chunks(k as usize).zip(bytes.chunks_mut(dtype.row_size(k).unwrap())) {
         rgml::quant::quantize_row(dtype, row, dst).unwrap();
     }
     let path = std::env::temp_dir().join(format!("rgml-repack-{tag}-{}.gguf", std::process::id()));
     let mut w = GgufWriter::new();
-    w.add_tensor("w", dtype, &[K, M], bytes).unwrap();
+    w.add_tensor("w", dtype, &[k, M], bytes).unwrap();
     w.write(&path).unwrap();
     path
 }
@@ -125,4 +131,29 @@ fn only_mapped_q4_0_weights_are_repacked() {
     assert_eq!(product(&mut ctx8, w8, 2, 1, &cpu).1, 0);
     std::fs::remove_file(&path).ok();
     std::fs::remove_file(&path8).ok();
+}
+
+#[test]
+fn repacked_q4_k_weights_give_the_same_bits() {
+    const K4: i64 = 512;
+    let path = weights_file_k(DType::Q4_K, K4, "q4k");
+    let file = GgufFile::open(&path).unwrap();
+    let mut ctx = Context::new();
+    let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+    let t = tile_kernel(DType::Q4_K);
+    let packs = t.is_some_and(|t| t.packs());
+    let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
+    for n in [1, 2, 9] {
+        let mut rng = Rng(n as u64);
+        let x = ctx.new_tensor_2d(DType::F32, K4, n).unwrap();
+        ctx.set_data(x, &rng.vec((K4 * n) as usize, 1.0)).unwrap();
+        let y = ctx.mul_mat(w, x).unwrap();
+        let g = Graph::build(&ctx, &[y]).unwrap();
+        let (a, b) = (plain.run(&ctx, &g).unwrap(), packed.run(&ctx, &g).unwrap());
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(b.read_f32(&ctx, y).unwrap()), bits(a.read_f32(&ctx, y).unwrap()), "n={n}");
+        let expect = if packs { 3 * t.unwrap().packed_group_size(K4 as usize).unwrap() } else { 0 };
+        assert_eq!(b.repacked_bytes(), expect, "n={n}");
+    }
+    std::fs::remove_file(&path).ok();
 }

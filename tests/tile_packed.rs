@@ -1,6 +1,6 @@
-//! Q4_0 weights repacked ahead of time (`TileKernel::pack_group` /
-//! `run_packed`, AVX2 and AVX-512 VNNI): on every group shape (1..=mr weight rows,
-//! k = 1, 3 and 129 blocks, 0..=37 activation rows, unaligned slices, an
+//! Weights repacked ahead of time (`TileKernel::pack_group` / `run_packed`:
+//! Q4_0 at AVX2 and AVX-512 VNNI, Q4_K at AVX-512 VNNI): on every group shape
+//! (1..=mr weight rows, k = 1, 3 and 129 (Q4_K: 17) blocks, 0..=37 activation rows, unaligned slices, an
 //! output stride wider than the group), the repacked kernel gives exactly the
 //! bits `TileKernel::run` gives on the rows themselves, and writes nothing
 //! else; `run` itself is checked against the scalar dot in `tests/tile.rs`.
@@ -9,23 +9,24 @@
 mod common;
 
 use common::Rng;
-use rgml::quant::dot::{quantize_activations, SimdLevel};
+use rgml::quant::dot::{quantize_activations, vec_dot_type, SimdLevel};
 use rgml::quant::quantize_row;
 use rgml::quant::tile::{packed_q4_0_block, tile_kernel_for, TileKernel};
 use rgml::{DType, Error};
 
-/// The Q4_0 kernels with a repacked form that this CPU runs (AVX2, AVX-512 VNNI).
+/// The kernels with a repacked form that this CPU runs.
 fn packing() -> Vec<TileKernel> {
-    let ts: Vec<TileKernel> = [SimdLevel::Avx2, SimdLevel::Avx512]
-        .into_iter()
-        .filter_map(|l| {
-            let t = tile_kernel_for(DType::Q4_0, l);
-            if t.is_none() {
-                eprintln!("skipped: this CPU lacks {l:?}, where Q4_0 has a repacked kernel");
-            }
-            t
-        })
-        .collect();
+    let ts: Vec<TileKernel> =
+        [(DType::Q4_0, SimdLevel::Avx2), (DType::Q4_0, SimdLevel::Avx512), (DType::Q4_K, SimdLevel::Avx512)]
+            .into_iter()
+            .filter_map(|(w, l)| {
+                let t = tile_kernel_for(w, l);
+                if t.is_none() {
+                    eprintln!("skipped: this CPU lacks {l:?}, where {w} has a repacked kernel");
+                }
+                t
+            })
+            .collect();
     ts
 }
 
@@ -36,17 +37,23 @@ fn unaligned(v: &[u8]) -> Vec<u8> {
     b
 }
 
-/// Weight rows (Q4_0) and prepared activation rows of `k` values; with
-/// `random`, the weights are random bytes (any nibbles, any finite scales).
+/// Weight rows (the kernel's type) and prepared activation rows of `k`
+/// values; with `random`, the weights are random bytes (Q4_0: any nibbles,
+/// any finite scales; Q4_K: any quants and 6-bit scales, `d` and `dmin` kept).
 fn operands(t: &TileKernel, k: usize, m: usize, n: usize, random: bool, rng: &mut Rng) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let w = t.weight_type();
     let wr = (0..m)
         .map(|_| {
-            let mut q = vec![0u8; DType::Q4_0.row_size(k as i64).unwrap()];
-            quantize_row(DType::Q4_0, &rng.vec(k, 1.0), &mut q).unwrap();
+            let mut q = vec![0u8; w.row_size(k as i64).unwrap()];
+            quantize_row(w, &rng.vec(k, 1.0), &mut q).unwrap();
             if random {
                 for (i, b) in q.iter_mut().enumerate() {
-                    // scales (2 of every 18 bytes) stay finite f16: exponent bits below all-ones
-                    *b = if i % 18 == 1 { (rng.next() % 0x78) as u8 } else { rng.next() as u8 };
+                    *b = match (w, i % w.type_size()) {
+                        // Q4_0 scales (2 of every 18 bytes) stay finite f16: exponent bits below all-ones
+                        (DType::Q4_0, 1) => (rng.next() % 0x78) as u8,
+                        (DType::Q4_K, 0..4) => *b,
+                        _ => rng.next() as u8,
+                    };
                 }
             }
             unaligned(&q)
@@ -54,8 +61,8 @@ fn operands(t: &TileKernel, k: usize, m: usize, n: usize, random: bool, rng: &mu
         .collect();
     let ar = (0..n)
         .map(|_| {
-            let mut q = vec![0u8; DType::Q8_0.row_size(k as i64).unwrap()];
-            quantize_activations(DType::Q4_0, &rng.vec(k, 1.0), &mut q).unwrap();
+            let mut q = vec![0u8; vec_dot_type(w).row_size(k as i64).unwrap()];
+            quantize_activations(w, &rng.vec(k, 1.0), &mut q).unwrap();
             let mut p = vec![0u8; t.prepared_row_size(k).unwrap()];
             t.prepare(&q, &mut p).unwrap();
             unaligned(&p)
@@ -74,8 +81,8 @@ fn repacked_groups_give_the_bits_of_the_rows() {
 fn repacked_group_bits(t: &TileKernel) {
     assert!(t.packs());
     let mut rng = Rng(7);
-    let mr = t.mr();
-    for k in [32, 96, 4128] {
+    let (mr, bs) = (t.mr(), t.weight_type().block_size());
+    for k in [bs, 3 * bs, 4096 + bs] {
         for m in (1..=mr).filter(|&m| k < 4096 || [1, mr - 1, mr].contains(&m)) {
             for n in [0, 1, 2, 3, 5, 8, 9, 13, 19, 37] {
                 let random = rng.next().is_multiple_of(2);
@@ -101,7 +108,7 @@ fn the_packed_layout_is_the_documented_one() {
     let rows: Vec<Vec<u8>> =
         (0..2u8).map(|r| (0..36u8).map(|i| if i % 18 < 2 { 100 + i + 50 * r } else { i + 50 * r }).collect()).collect();
     let w: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-    for t in packing() {
+    for t in packing().into_iter().filter(|t| t.weight_type() == DType::Q4_0) {
         let (mr, blk) = (t.mr(), packed_q4_0_block(t.mr()));
         assert_eq!(blk, 18 * mr);
         let mut g = vec![0u8; 2 * blk];
@@ -121,8 +128,29 @@ fn the_packed_layout_is_the_documented_one() {
 }
 
 #[test]
+fn q4_k_is_packed_by_dwords() {
+    for t in packing().into_iter().filter(|t| t.weight_type() == DType::Q4_K) {
+        let mr = t.mr();
+        // three rows of two super-blocks, every byte distinct modulo 251
+        let rows: Vec<Vec<u8>> = (0..3).map(|r| (0..288).map(|i| ((r * 288 + i) % 251) as u8).collect()).collect();
+        let w: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let mut g = vec![0u8; t.packed_group_size(512).unwrap()];
+        t.pack_group(512, &w, &mut g).unwrap();
+        for b in 0..2 {
+            for r in 0..mr {
+                let src = &rows[if r < 3 { r } else { 0 }][b * 144..(b + 1) * 144];
+                for v in 0..36 {
+                    let at = 144 * mr * b + 4 * (mr * v + r);
+                    assert_eq!(g[at..at + 4], src[4 * v..4 * v + 4], "b={b} r={r} v={v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn packing_checks_its_arguments() {
-    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q8_0, SimdLevel::Avx512), (DType::Q4_K, SimdLevel::Avx512)]
+    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q8_0, SimdLevel::Avx512), (DType::Q6_K, SimdLevel::Avx512)]
     {
         let Some(t) = tile_kernel_for(w, l) else { continue };
         assert!(!t.packs() && t.packed_group_size(32).is_none(), "{t:?}");
@@ -137,17 +165,21 @@ fn packing_checks_its_arguments() {
 }
 
 fn packing_checks(t: &TileKernel) {
-    let mr = t.mr();
-    let (k, size) = (64, 2 * packed_q4_0_block(mr));
+    // so that mul_mat takes the tile at every batch size, repacked or not (same bits)
+    assert_eq!(t.min_rows(), 1, "{t:?}: a repacking kernel takes every row count");
+    let (mr, w) = (t.mr(), t.weight_type());
+    let (bs, wb) = (w.block_size(), w.type_size());
+    let (k, size) = (2 * bs, 2 * wb * mr);
     assert_eq!(t.packed_group_size(k), Some(size));
-    assert_eq!(t.packed_group_size(33), None);
-    let row = [0u8; 36];
+    assert_eq!(t.packed_group_size(bs + 1), None);
+    let row = vec![0u8; 2 * wb];
     let act = vec![0u8; t.prepared_row_size(k).unwrap()];
     let (row, act) = (&row[..], &act[..]);
     let mut g = vec![0u8; size];
     let too_many = vec![row; mr + 1];
     let shape = |r: rgml::Result<()>| matches!(r, Err(Error::Shape { .. }));
     assert!(shape(t.pack_group(k - 16, &[row], &mut g)));
+    assert!(shape(t.pack_group(k + bs, &[row], &mut g)), "rows shorter than k");
     assert!(shape(t.pack_group(k, &[], &mut g)));
     assert!(shape(t.pack_group(k, &too_many, &mut g)));
     assert!(shape(t.pack_group(k, &[&row[1..]], &mut g)));

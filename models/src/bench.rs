@@ -217,10 +217,13 @@ pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> R
         each(&r);
         rows.push(r);
     }
-    for (dt, ns) in
-        [(rgml::DType::F32, &[1, 16, 128, 512][..]), (rgml::DType::Q4_0, &[1, 128]), (rgml::DType::Q8_0, &[1, 128])]
-    {
-        for &nt in ns {
+    for (dt, ns) in [
+        (rgml::DType::F32, &[1, 16, 128, 512][..]),
+        (rgml::DType::Q4_0, &[1, 128]),
+        (rgml::DType::Q8_0, &[1, 128]),
+        (rgml::DType::Q4_K, &[1]),
+    ] {
+        for &nt in ns.iter().filter(|_| n % dt.block_size() as i64 == 0) {
             let w = workloads::matmul(dt, n, n, nt).map_err(|e| e.to_string())?;
             let mut r = run_matmul(&cpu, &w, reps.min(5))?;
             r.name = if dt == rgml::DType::F32 { format!("W4-n{nt}") } else { format!("W5-{dt}-n{nt}") };
@@ -228,12 +231,14 @@ pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> R
             rows.push(r);
         }
     }
-    // Q4_0 weights mapped from a file and repacked once (`with_repacked_weights`)
+    // weights mapped from a file and repacked once (`with_repacked_weights`)
     let repacking = CpuBackend::new(threads).map_err(|e| e.to_string())?.with_repacked_weights(true);
-    for nt in [1, 128] {
-        let w = workloads::matmul_mapped(rgml::DType::Q4_0, n, n, nt).map_err(|e| e.to_string())?;
+    let rp = [(rgml::DType::Q4_0, 1), (rgml::DType::Q4_0, 128), (rgml::DType::Q4_K, 1)];
+    // (Q4_K needs n to be whole 256-value super-blocks)
+    for (dt, nt) in rp.into_iter().filter(|(dt, _)| n % dt.block_size() as i64 == 0) {
+        let w = workloads::matmul_mapped(dt, n, n, nt).map_err(|e| e.to_string())?;
         let mut r = run_matmul(&repacking, &w, reps.min(5))?;
-        r.name = format!("W5-q4_0-n{nt}-rp");
+        r.name = format!("W5-{dt}-n{nt}-rp");
         r.what = format!("{}, repacked", w.what);
         each(&r);
         rows.push(r);

@@ -91,9 +91,9 @@ enum Cmd {
         /// CUDA device ordinal (with `--backend cuda`).
         #[arg(long, default_value_t = 0)]
         device: usize,
-        /// Repack Q4_0 weight matrices once for the CPU's tile kernel (AVX2 or
-        /// AVX-512 VNNI; as many bytes again as those weights; same results,
-        /// faster generation). CPU only.
+        /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
+        /// matrices once for the CPU's tile kernel (as many bytes again as those
+        /// weights; same results, faster generation). CPU only.
         #[arg(long)]
         repack: bool,
     },

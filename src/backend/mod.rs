@@ -120,7 +120,7 @@ impl Backend for cpu::CpuBackend {
         cpu::CpuRules
     }
     fn describe(&self) -> String {
-        let repack = if self.repacks_weights() { ", repacked Q4_0 weights" } else { "" };
+        let repack = if self.repacks_weights() { ", repacked weights" } else { "" };
         format!("cpu ({} threads{repack})", self.threads())
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<cpu::CpuStorage> {

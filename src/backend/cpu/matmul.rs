@@ -49,9 +49,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
     let batches = (ne[2] * ne[3]) as usize;
     let abase = a.ptr() as usize;
     let bq = acts.as_bytes();
-    // repacked weights skip the packing that makes a tile pay only from `min_rows`
-    let worth = |t: &tile::TileKernel| n1 >= t.min_rows() || (packed.is_some() && t.packs());
-    let tiled = match tile::tile_kernel(wt).filter(|t| worth(t) && k > 0) {
+    let tiled = match tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0) {
         Some(t) => Some((t, prepare(ex, t, k, bq, brow)?)),
         None => None,
     };

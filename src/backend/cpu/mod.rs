@@ -98,10 +98,10 @@ impl CpuBackend {
         self
     }
     /// Repacked weights (off by default: weights are read in place). When on,
-    /// a Q4_0 weight matrix that is a read-only file mapping (a GGUF leaf, see
-    /// [`crate::load_gguf`]), 2-D with packed rows, is repacked for the tile
-    /// kernel the first time a `mul_mat` reads it, on a CPU with AVX2 or
-    /// AVX-512 VNNI ([`crate::quant::tile::TileKernel::packs`]): its storage
+    /// a Q4_0 (AVX2 or AVX-512 VNNI) or Q4_K (AVX-512 VNNI) weight matrix that
+    /// is a read-only file mapping (a GGUF leaf, see [`crate::load_gguf`]), 2-D
+    /// with packed rows, is repacked for the tile kernel the first time a
+    /// `mul_mat` reads it ([`crate::quant::tile::TileKernel::packs`]): its storage
     /// keeps the repacked copy (as many bytes again as the weights) for every
     /// later compute and graph it is rebound to. Results are bit for bit the
     /// same; a matrix-vector product runs about 1.4–2× faster (see the README).

@@ -20,6 +20,7 @@
 
 use std::arch::x86_64::*;
 
+use super::super::Blocks;
 use super::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
 
 /// Bytes of a Q8_K block.
@@ -53,8 +54,60 @@ unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
     let (p, off) = (&rows.ptr, b * rows.wb);
     // the 16-byte head of each row's super-block: d and dmin, then the 12 scale bytes
     let h = transpose16(p, off);
+    // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
+    let qs = if FIVE { 48 } else { 16 };
+    let mut t = [[_mm512_setzero_si512(); 8]; 4];
+    for (c, tc) in t.iter_mut().enumerate() {
+        *tc = transpose32(p, off + qs + 32 * c);
+    }
+    let mut out = decode_k4(&h, &t);
+    if FIVE {
+        // bit g of qh byte l is the fifth bit of value 32g + l; after g shifts of
+        // a 16-bit lane, bit 0 of each byte is still that byte's bit g
+        let mut qh = transpose32(p, off + 16);
+        let m1 = _mm512_set1_epi8(1);
+        for g in 0..8 {
+            for e in 0..8 {
+                let bit = _mm512_slli_epi16::<4>(_mm512_and_si512(qh[e], m1));
+                out.q[g][e] = _mm512_or_si512(out.q[g][e], bit);
+                qh[e] = _mm512_srli_epi16::<1>(qh[e]);
+            }
+        }
+    }
+    out
+}
+
+/// A repacked Q4_K super-block at `p` (`TileKernel::pack_group`: its 36
+/// dwords transposed across the 16 rows, 64 bytes each): the head's 4
+/// vectors, then the quant bytes' 32, decoded as [`pack_k4`] does.
+///
+/// # Safety
+/// `p .. p + 144 · MR` must be readable; the CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn unpack_q4_k(p: *const u8) -> PackedK {
+    let mut h = [_mm512_setzero_si512(); 4];
+    for (v, hv) in h.iter_mut().enumerate() {
+        *hv = _mm512_loadu_si512(p.add(64 * v).cast());
+    }
+    let mut t = [[_mm512_setzero_si512(); 8]; 4];
+    for (c, tc) in t.iter_mut().enumerate() {
+        for (e, te) in tc.iter_mut().enumerate() {
+            *te = _mm512_loadu_si512(p.add(64 * (4 + 8 * c + e)).cast());
+        }
+    }
+    decode_k4(&h, &t)
+}
+
+/// The scales, mins, `d` and `dmin` of a Q4_K/Q5_K super-block from its
+/// transposed 16-byte heads `h` (the quants left zero).
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn decode_head(h: &[__m512i; 4]) -> PackedK {
     let half = |v: __m512i| _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-    let m4 = _mm512_set1_epi8(0x0f);
     let mut out = PackedK {
         q: [[_mm512_setzero_si512(); 8]; 8],
         sc: [_mm512_setzero_si512(); 8],
@@ -74,29 +127,111 @@ unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
         out.sc[g] = _mm512_shuffle_epi8(sc[g / 4], byte_picker(g % 4, false));
         out.mins[g] = _mm512_shuffle_epi8(mn[g / 4], byte_picker(g % 4, true));
     }
-    // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
-    let qs = if FIVE { 48 } else { 16 };
-    for c in 0..4 {
-        let t = transpose32(p, off + qs + 32 * c);
-        for e in 0..8 {
-            out.q[2 * c][e] = _mm512_and_si512(t[e], m4);
-            out.q[2 * c + 1][e] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
+    out
+}
+
+/// One activation row against a repacked Q4_K group: each super-block's
+/// quants are split and used as they are loaded (no [`PackedK`] of the whole
+/// super-block, which one row would not reuse), with the arithmetic of
+/// [`group_k4`] in its order.
+///
+/// # Safety
+/// `p` must hold `nb` repacked super-blocks, `a` point at `nb` Q8_K blocks,
+/// and the lanes of `o` in `mask` be writable; the CPU must have AVX-512 VNNI.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn single_q4_k_packed(nb: usize, p: *const u8, a: *const u8, o: *mut f32, mask: __mmask16) {
+    const BLOCK: usize = 144 * MR;
+    let m4 = _mm512_set1_epi8(0x0f);
+    let mut acc = _mm512_setzero_ps();
+    for b in 0..nb {
+        let (q, y) = (p.add(b * BLOCK), a.add(b * QB));
+        for line in 0..BLOCK.div_ceil(64) {
+            _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(BLOCK + 64 * line).cast());
         }
-    }
-    if FIVE {
-        // bit g of qh byte l is the fifth bit of value 32g + l; after g shifts of
-        // a 16-bit lane, bit 0 of each byte is still that byte's bit g
-        let mut qh = transpose32(p, off + 16);
-        let m1 = _mm512_set1_epi8(1);
-        for g in 0..8 {
+        let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
+        let mut h = [_mm512_setzero_si512(); 4];
+        for (v, hv) in h.iter_mut().enumerate() {
+            *hv = ld(v);
+        }
+        let w = decode_head(&h);
+        let mut isum = _mm512_setzero_si512();
+        for c in 0..4 {
+            // groups 2c (low nibbles) and 2c + 1 (high nibbles) of quant bytes 32c..
+            let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
             for e in 0..8 {
-                let bit = _mm512_slli_epi16::<4>(_mm512_and_si512(qh[e], m1));
-                out.q[g][e] = _mm512_or_si512(out.q[g][e], bit);
-                qh[e] = _mm512_srli_epi16::<1>(qh[e]);
+                let t = ld(4 + 8 * c + e);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(t, m4), bcast(y.add(4 + 64 * c + 4 * e)));
+                let th = _mm512_and_si512(_mm512_srli_epi16::<4>(t), m4);
+                hi = _mm512_dpbusd_epi32(hi, th, bcast(y.add(4 + 64 * c + 32 + 4 * e)));
             }
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, w.sc[2 * c]));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, w.sc[2 * c + 1]));
+        }
+        let mut mins = _mm512_setzero_si512();
+        for (g, m) in w.mins.iter().enumerate() {
+            mins = _mm512_dpwssd_epi32(mins, *m, bcast(y.add(260 + 4 * g)));
+        }
+        let da = _mm512_set1_ps(y.cast::<f32>().read_unaligned());
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(w.d, da), acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(w.dmin, da), acc);
+    }
+    _mm512_mask_storeu_ps(o, mask, acc);
+}
+
+/// A Q4_K/Q5_K super-block of 16 rows from its transposed bytes: `h`, the
+/// 16-byte heads (d, dmin, the 12 scale bytes), and `t[c]`, quant bytes
+/// `32c..32c + 32` (lane `r` of vector `e`: bytes `4e..4e + 4` of row `r`).
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn decode_k4(h: &[__m512i; 4], t: &[[__m512i; 8]; 4]) -> PackedK {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let mut out = decode_head(h);
+    for c in 0..4 {
+        for e in 0..8 {
+            out.q[2 * c][e] = _mm512_and_si512(t[c][e], m4);
+            out.q[2 * c + 1][e] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[c][e]), m4);
         }
     }
     out
+}
+
+/// Q4_K rows (`FIVE`: Q5_K rows) in their GGUF layout.
+struct K4Rows<const FIVE: bool>(Rows);
+/// A group of Q4_K rows repacked by `TileKernel::pack_group`.
+struct Q4KPacked(*const u8);
+/// Q6_K rows in their GGUF layout.
+struct Q6KRows(Rows);
+
+impl<const FIVE: bool> Blocks<PackedK> for K4Rows<FIVE> {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> PackedK {
+        pack_k4::<FIVE>(&self.0, b)
+    }
+}
+
+impl Blocks<PackedK> for Q4KPacked {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> PackedK {
+        const BLOCK: usize = 144 * MR;
+        let p = self.0.add(b * BLOCK);
+        // the next super-block's lines (2.3 KiB ahead), as for Q4_0: a
+        // prefetch never faults, so past the group's end it is harmless
+        for line in 0..BLOCK.div_ceil(64) {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(BLOCK + 64 * line).cast());
+        }
+        unpack_q4_k(p)
+    }
+}
+
+impl Blocks<Packed6> for Q6KRows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed6 {
+        pack_q6_k(&self.0, b)
+    }
 }
 
 /// Loads the accumulators of `o[j]` (lanes in `mask`), or zeros when `first`.
@@ -275,15 +410,14 @@ unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f
     }
 }
 
-/// The k-quant tile loop: `$wb`-byte weight super-blocks packed `KC_K` at a
-/// time into `$ty` by `$pack(rows, b)`, then every activation row meets the
+/// The k-quant tile loop: `$rows` weight rows' super-blocks packed `KC_K` at
+/// a time into `$ty` by the block source `$src`, then every activation row meets the
 /// chunk through `$group::<N>` (N = `NR_K`, then 2, then 1). Expands inside
 /// an unsafe function with the contract of `super::super::RawTile`.
 macro_rules! k_tile {
-    ($nb:expr, $w:expr, $a:expr, $out:expr, $stride:expr, $wb:expr, $ty:ty, $pack:expr, $group:ident) => {{
-        let (nb, a, stride) = ($nb, $a, $stride);
-        let rows = Rows::new($w, $wb);
-        let mask: __mmask16 = if $w.len() >= MR { !0 } else { (1 << $w.len()) - 1 };
+    ($nb:expr, $src:expr, $rows:expr, $a:expr, $out:expr, $stride:expr, $ty:ty, $group:ident) => {{
+        let (nb, a, stride, src) = ($nb, $a, $stride, $src);
+        let mask: __mmask16 = if $rows >= MR { !0 } else { (1 << $rows) - 1 };
         let o = $out.as_mut_ptr();
         // written before it is read: no need to zero it per call
         let mut buf = std::mem::MaybeUninit::<[$ty; KC_K]>::uninit();
@@ -293,7 +427,7 @@ macro_rules! k_tile {
             let kc = KC_K.min(nb - b0);
             for bi in 0..kc {
                 // SAFETY: bi < KC_K, inside `buf`; b0 + bi < nb super-blocks in every row
-                base.add(bi).write($pack(&rows, b0 + bi));
+                base.add(bi).write(Blocks::<$ty>::get(&src, b0 + bi));
             }
             // SAFETY: the first `kc` entries were just written
             let pk = std::slice::from_raw_parts(base.cast_const(), kc);
@@ -329,7 +463,27 @@ macro_rules! k_tile {
 /// The contract of `super::super::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(in super::super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 144, PackedK, pack_k4::<false>, group_k4)
+    k_tile!(nb, K4Rows::<false>(Rows::new(w, 144)), w.len(), a, out, stride, PackedK, group_k4)
+}
+
+/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`.
+///
+/// # Safety
+/// The contract of `super::super::RawPacked`, at this level.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(in super::super) unsafe fn q4_k_packed(
+    nb: usize,
+    group: &[u8],
+    rows: usize,
+    a: &[&[u8]],
+    out: &mut [f32],
+    stride: usize,
+) {
+    if let [a] = a {
+        let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
+        return single_q4_k_packed(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), mask);
+    }
+    k_tile!(nb, Q4KPacked(group.as_ptr()), rows, a, out, stride, PackedK, group_k4)
 }
 
 /// Q5_K weights (activations: Q8_K rows as they are).
@@ -338,7 +492,7 @@ pub(in super::super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &m
 /// The contract of `super::super::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(in super::super) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 176, PackedK, pack_k4::<true>, group_k4)
+    k_tile!(nb, K4Rows::<true>(Rows::new(w, 176)), w.len(), a, out, stride, PackedK, group_k4)
 }
 
 /// Q6_K weights (activations: Q8_K rows as they are).
@@ -347,5 +501,5 @@ pub(in super::super) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &m
 /// The contract of `super::super::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(in super::super) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 210, Packed6, pack_q6_k, group_q6)
+    k_tile!(nb, Q6KRows(Rows::new(w, 210)), w.len(), a, out, stride, Packed6, group_q6)
 }

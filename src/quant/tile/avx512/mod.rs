@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 mod k;
 mod legacy;
 
-pub(super) use k::{q4_k, q5_k, q6_k};
+pub(super) use k::{q4_k, q4_k_packed, q5_k, q6_k};
 pub(super) use legacy::{q4_0, q4_0_packed, q8_0};
 
 /// Weight rows per call.
