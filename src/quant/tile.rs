@@ -125,6 +125,27 @@ trait Blocks<P> {
     unsafe fn get(&self, b: usize) -> P;
 }
 
+/// How far ahead of the block in use the repacked kernels prefetch their
+/// stream: 2.3 KiB (8 AVX-512 Q4_0 blocks, 16 AVX2 ones, one Q4_K super-block
+/// of 16 rows). One thread streaming 4096 × 4096 Q4_0 weights from L3 went
+/// from about 17.5 to 22 GB/s (no prefetch / 8 / 24 blocks ahead: 17.5, 22,
+/// 20.4 GB/s, same minutes).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_AHEAD: usize = 2304;
+
+/// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`.
+/// A prefetch never faults, so an address past the end of the stream is
+/// harmless (and `wrapping_add` forms it without claiming it is in bounds).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_ahead(p: *const u8, len: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in 0..len.div_ceil(64) {
+        // SAFETY: a prefetch is a hint; it reads nothing and never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * line).cast()) };
+    }
+}
+
 /// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
 /// correction `-off · Σ q`.
 pub const PREPARED_BLOCK: usize = 40;

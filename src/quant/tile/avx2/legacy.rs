@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{packed_q4_0_block, Blocks, PREPARED_BLOCK as PB};
+use super::super::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
 use super::{bcast, scales, transpose32, transpose4, Rows, MR};
 
 /// Blocks per packed chunk.
@@ -91,18 +91,10 @@ impl Blocks<Packed> for Q4_0Packed {
     unsafe fn get(&self, b: usize) -> Packed {
         const BLOCK: usize = packed_q4_0_block(MR);
         let p = self.0.add(b * BLOCK);
-        // as in the AVX-512 tile: the lines of the block 2.3 KiB ahead (a
-        // prefetch never faults, so past the group's end it is harmless)
-        for line in 0..BLOCK.div_ceil(64) {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BLOCKS * BLOCK + 64 * line).cast());
-        }
+        prefetch_ahead(p, BLOCK);
         unpack_q4_0(p)
     }
 }
-
-/// How far ahead (in repacked blocks of 144 bytes) [`Q4_0Packed`] prefetches:
-/// the same 2.3 KiB as the AVX-512 tile's 8 blocks.
-const PREFETCH_BLOCKS: usize = 16;
 
 /// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
 /// the eight of [`pack_q4_0`], the scales widened to f32.

@@ -20,7 +20,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::Blocks;
+use super::super::{prefetch_ahead, Blocks};
 use super::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
 
 /// Bytes of a Q8_K block.
@@ -146,9 +146,7 @@ unsafe fn single_q4_k_packed(nb: usize, p: *const u8, a: *const u8, o: *mut f32,
     let mut acc = _mm512_setzero_ps();
     for b in 0..nb {
         let (q, y) = (p.add(b * BLOCK), a.add(b * QB));
-        for line in 0..BLOCK.div_ceil(64) {
-            _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(BLOCK + 64 * line).cast());
-        }
+        prefetch_ahead(q, BLOCK);
         let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
         let mut h = [_mm512_setzero_si512(); 4];
         for (v, hv) in h.iter_mut().enumerate() {
@@ -168,13 +166,7 @@ unsafe fn single_q4_k_packed(nb: usize, p: *const u8, a: *const u8, o: *mut f32,
             isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, w.sc[2 * c]));
             isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, w.sc[2 * c + 1]));
         }
-        let mut mins = _mm512_setzero_si512();
-        for (g, m) in w.mins.iter().enumerate() {
-            mins = _mm512_dpwssd_epi32(mins, *m, bcast(y.add(260 + 4 * g)));
-        }
-        let da = _mm512_set1_ps(y.cast::<f32>().read_unaligned());
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(w.d, da), acc);
-        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(w.dmin, da), acc);
+        acc = finish_k4(acc, isum, &w, y);
     }
     _mm512_mask_storeu_ps(o, mask, acc);
 }
@@ -218,11 +210,7 @@ impl Blocks<PackedK> for Q4KPacked {
     unsafe fn get(&self, b: usize) -> PackedK {
         const BLOCK: usize = 144 * MR;
         let p = self.0.add(b * BLOCK);
-        // the next super-block's lines (2.3 KiB ahead), as for Q4_0: a
-        // prefetch never faults, so past the group's end it is harmless
-        for line in 0..BLOCK.div_ceil(64) {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(BLOCK + 64 * line).cast());
-        }
+        prefetch_ahead(p, BLOCK);
         unpack_q4_k(p)
     }
 }
@@ -247,6 +235,23 @@ unsafe fn load_acc<const N: usize>(o: [*mut f32; N], mask: __mmask16, first: boo
         }
     }
     acc
+}
+
+/// `acc` plus one Q4_K/Q5_K super-block's dot with the Q8_K block at `y`,
+/// given its scaled integer sum `isum`: the mins meet the `bsums`, then
+/// `acc + d·d_a·isum - dmin·d_a·mins`, as the dot kernels do.
+///
+/// # Safety
+/// `y` must point at a Q8_K block; the CPU must have AVX-512 VNNI.
+#[inline(always)]
+unsafe fn finish_k4(acc: __m512, isum: __m512i, w: &PackedK, y: *const u8) -> __m512 {
+    let mut mins = _mm512_setzero_si512();
+    for (g, m) in w.mins.iter().enumerate() {
+        mins = _mm512_dpwssd_epi32(mins, *m, bcast(y.add(260 + 4 * g)));
+    }
+    let da = _mm512_set1_ps(y.cast::<f32>().read_unaligned());
+    let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(w.d, da), acc);
+    _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(w.dmin, da), acc)
 }
 
 /// Adds the packed Q4_K/Q5_K super-blocks `pk` times the same super-blocks of
@@ -274,14 +279,7 @@ unsafe fn group_k4<const N: usize>(pk: &[PackedK], a: [*const u8; N], o: [*mut f
             }
         }
         for j in 0..N {
-            let p = a[j].add(bi * QB);
-            let mut mins = _mm512_setzero_si512();
-            for (g, m) in w.mins.iter().enumerate() {
-                mins = _mm512_dpwssd_epi32(mins, *m, bcast(p.add(260 + 4 * g)));
-            }
-            let da = _mm512_set1_ps(p.cast::<f32>().read_unaligned());
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(w.d, da), acc[j]);
-            acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(w.dmin, da), acc[j]);
+            acc[j] = finish_k4(acc[j], isum[j], w, a[j].add(bi * QB));
         }
     }
     for j in 0..N {

@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{Blocks, PREPARED_BLOCK as PB};
+use super::super::{prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
 use super::{bcast, scales, transpose16, transpose32, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
@@ -143,20 +143,11 @@ impl Blocks<Packed> for Q4_0Packed {
     unsafe fn get(&self, b: usize) -> Packed {
         const BLOCK: usize = super::super::packed_q4_0_block(MR);
         let p = self.0.add(b * BLOCK);
-        // the stream is sequential but the kernel outruns the L3: ask for the
-        // lines of the block PREFETCH_BLOCKS ahead (a prefetch never faults,
-        // so past the group's end it is harmless)
-        for line in 0..BLOCK.div_ceil(64) {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BLOCKS * BLOCK + 64 * line).cast());
-        }
+        // the stream is sequential but the kernel outruns the L3
+        prefetch_ahead(p, BLOCK);
         unpack_q4_0(p)
     }
 }
-
-/// How far ahead (in repacked blocks, 2.3 KiB) [`Q4_0Packed`] prefetches:
-/// one thread streaming 4096 × 4096 weights from L3 went from about 17.5 to
-/// 22 GB/s (no prefetch / 8 / 24 blocks ahead: 17.5, 22, 20.4, same minutes).
-const PREFETCH_BLOCKS: usize = 8;
 
 /// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
 /// the eight of [`pack_q4_0`], the scales widened to f32.
