@@ -34,12 +34,11 @@ fn memory_bound(c: &mut Criterion) {
 }
 
 fn matmul(c: &mut Criterion) {
-    use rayon::prelude::*;
     let cpu = CpuBackend::new(2).unwrap();
     let v: Vec<f32> = (0..MEMCPY_BYTES / 4).map(|i| i as f32).collect();
     let mut g = c.benchmark_group("mul_mat");
     g.throughput(Throughput::Bytes(MEMCPY_BYTES as u64));
-    g.bench_function("read 64MiB", |b| b.iter(|| cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum::<f32>())));
+    g.bench_function("read 64MiB", |b| b.iter(|| workloads::parallel_sum(&cpu, &v)));
     g.finish();
     let repacking = CpuBackend::new(2).unwrap().with_repacked_weights(true);
     let cases = [(DType::F32, 1), (DType::F32, 16), (DType::F32, 128), (DType::F32, 512)]
@@ -51,17 +50,6 @@ fn matmul(c: &mut Criterion) {
     for n in [1, 128] {
         bench_matmul(c, &repacking, &workloads::matmul_mapped(DType::Q4_0, N, N, n).unwrap());
     }
-}
-
-/// Sum with 16 independent accumulators (vectorized), so it runs at memory speed.
-fn sum16(v: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    for c in v.chunks_exact(16) {
-        for (a, x) in acc.iter_mut().zip(c) {
-            *a += x;
-        }
-    }
-    acc.iter().sum::<f32>() + v.chunks_exact(16).remainder().iter().sum::<f32>()
 }
 
 fn bench_matmul(c: &mut Criterion, cpu: &CpuBackend, w: &Workload) {

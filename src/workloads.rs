@@ -127,8 +127,7 @@ pub fn add_chain(len: usize, width: i64) -> Result<Workload> {
 /// type `dtype` with `n` F32 activation rows.
 pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let mut ctx = Context::new();
-    let wf = filled(&mut ctx, &[k, m], 3)?;
-    let w = if dtype == DType::F32 { wf } else { converted(&mut ctx, wf, dtype, 1)?[0] };
+    let w = weights(&mut ctx, dtype, m, k)?;
     let x = filled(&mut ctx, &[k, n], 4)?;
     let out = ctx.mul_mat(w, x)?;
     let name = if dtype == DType::F32 { "W4" } else { "W5" };
@@ -141,8 +140,7 @@ pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
 /// mapping stays valid).
 pub fn matmul_mapped(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let mut tmp = Context::new();
-    let wf = filled(&mut tmp, &[k, m], 3)?;
-    let w = if dtype == DType::F32 { wf } else { converted(&mut tmp, wf, dtype, 1)?[0] };
+    let w = weights(&mut tmp, dtype, m, k)?;
     let bytes = tmp.leaf_bytes(w).ok_or_else(|| crate::Error::NoData(tmp.label(w)))?.to_vec();
     let path = std::env::temp_dir().join(format!("rgml-workload-{}-{dtype}-{m}x{k}.gguf", std::process::id()));
     let mut file = crate::gguf::GgufWriter::new();
@@ -155,6 +153,12 @@ pub fn matmul_mapped(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let x = filled(&mut ctx, &[k, n], 4)?;
     let out = ctx.mul_mat(w, x)?;
     Workload::new("W5", format!("mul_mat {dtype} {m}x{k} weights (mapped), N={n}"), ctx, out)
+}
+
+/// The `m` × `k` weights of [`matmul`]: filled f32 values, converted to `dtype`.
+fn weights(ctx: &mut Context, dtype: DType, m: i64, k: i64) -> Result<TensorId> {
+    let wf = filled(ctx, &[k, m], 3)?;
+    Ok(if dtype == DType::F32 { wf } else { converted(ctx, wf, dtype, 1)?[0] })
 }
 
 /// `count` new leaves of type `dtype` holding the 2-D f32 tensor `src`
@@ -221,4 +225,26 @@ pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize) -> Result<Workload> {
 /// The memory-bound workloads W1, W2a, W2b, W3, W7 at size `n`.
 pub fn memory_bound(n: i64) -> Result<Vec<Workload>> {
     Ok(vec![transpose_copy(n)?, add(n)?, add_row(n)?, mul_inplace(n)?, cpy_f32_f16(n)?])
+}
+
+/// The sum of `v` on `cpu`'s thread pool, in 256 KiB pieces that idle
+/// workers steal (as the kernels' work is split), each summed with 16
+/// independent accumulators so that it runs at memory speed: the read
+/// baseline the `mul_mat` benchmarks compare with.
+pub fn parallel_sum(cpu: &crate::CpuBackend, v: &[f32]) -> f32 {
+    use rayon::prelude::*;
+    cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum())
+}
+
+/// Sum with 16 independent accumulators (vectorized).
+fn sum16(v: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = v.chunks_exact(16);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + rest
 }

@@ -47,9 +47,14 @@ fn repacks() -> bool {
 /// `mul_mat(w, x)` for x of shape `[K, n, batch]`, on `cpu`: the result's
 /// bits and the storage's repacked bytes.
 fn product(ctx: &mut Context, w: rgml::TensorId, n: i64, batch: i64, cpu: &CpuBackend) -> (Vec<u32>, usize) {
+    product_k(ctx, w, K, n, batch, cpu)
+}
+
+/// [`product`] for weights of `k` columns.
+fn product_k(ctx: &mut Context, w: rgml::TensorId, k: i64, n: i64, batch: i64, cpu: &CpuBackend) -> (Vec<u32>, usize) {
     let mut rng = Rng(n as u64 * 31 + batch as u64);
-    let x = ctx.new_tensor_3d(DType::F32, K, n, batch).unwrap();
-    ctx.set_data(x, &rng.vec((K * n * batch) as usize, 1.0)).unwrap();
+    let x = ctx.new_tensor_3d(DType::F32, k, n, batch).unwrap();
+    ctx.set_data(x, &rng.vec((k * n * batch) as usize, 1.0)).unwrap();
     let y = ctx.mul_mat(w, x).unwrap();
     let g = Graph::build(ctx, &[y]).unwrap();
     let st = cpu.run(ctx, &g).unwrap();
@@ -144,16 +149,11 @@ fn repacked_q4_k_weights_give_the_same_bits() {
     let packs = t.is_some_and(|t| t.packs());
     let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
     for n in [1, 2, 9] {
-        let mut rng = Rng(n as u64);
-        let x = ctx.new_tensor_2d(DType::F32, K4, n).unwrap();
-        ctx.set_data(x, &rng.vec((K4 * n) as usize, 1.0)).unwrap();
-        let y = ctx.mul_mat(w, x).unwrap();
-        let g = Graph::build(&ctx, &[y]).unwrap();
-        let (a, b) = (plain.run(&ctx, &g).unwrap(), packed.run(&ctx, &g).unwrap());
-        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-        assert_eq!(bits(b.read_f32(&ctx, y).unwrap()), bits(a.read_f32(&ctx, y).unwrap()), "n={n}");
+        let (want, _) = product_k(&mut ctx, w, K4, n, 1, &plain);
+        let (got, bytes) = product_k(&mut ctx, w, K4, n, 1, &packed);
+        assert_eq!(got, want, "n={n}");
         let expect = if packs { 3 * t.unwrap().packed_group_size(K4 as usize).unwrap() } else { 0 };
-        assert_eq!(b.repacked_bytes(), expect, "n={n}");
+        assert_eq!(bytes, expect, "n={n}");
     }
     std::fs::remove_file(&path).ok();
 }

@@ -158,31 +158,16 @@ fn run_one(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
     })
 }
 
-/// GB/s of reading a 64 MiB f32 buffer: a parallel sum on `cpu`'s pool, in
-/// 256 KiB pieces that idle workers steal, as the kernels' work is split.
+/// GB/s of reading a 64 MiB f32 buffer: [`workloads::parallel_sum`] on
+/// `cpu`'s pool.
 pub fn read_gbps(cpu: &CpuBackend, reps: usize) -> f64 {
-    use rayon::prelude::*;
     let v: Vec<f32> = (0..(MEMCPY_BYTES / 4)).map(|i| i as f32).collect();
     let t = time::<()>(reps, || {
-        let s: f32 = cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum());
-        std::hint::black_box(s);
+        std::hint::black_box(workloads::parallel_sum(cpu, &v));
         Ok(())
     })
     .unwrap_or(f64::NAN);
     MEMCPY_BYTES as f64 / t / 1e9
-}
-
-/// Sum with 16 independent accumulators, so it runs at memory speed.
-fn sum16(v: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let chunks = v.chunks_exact(16);
-    let rest: f32 = chunks.remainder().iter().sum();
-    for c in chunks {
-        for j in 0..16 {
-            acc[j] += c[j];
-        }
-    }
-    acc.iter().sum::<f32>() + rest
 }
 
 /// W4/W5: one `mul_mat`; GFLOP/s, and weight GB/s against the read bandwidth.

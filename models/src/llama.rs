@@ -473,7 +473,7 @@ impl<B: Backend> Llama<B> {
 /// The last row of the 2-D tensor `t` (a view).
 fn last_row(c: &mut Context, t: rgml::TensorId) -> Result<rgml::TensorId> {
     let l = c.layout(t)?;
-    c.view_2d(t, l.ne[0], 1, l.nb[1], (l.ne[1] as usize - 1) * l.nb[1])
+    c.view_2d(t, l.ne[0], 1, l.nb[1], (l.ne[1] as usize).saturating_sub(1) * l.nb[1])
 }
 
 fn check_shape(ctx: &Context, w: &Weights, name: &str, ne: [usize; 2]) -> Result<()> {
