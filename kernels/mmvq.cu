@@ -39,11 +39,7 @@ __device__ __forceinline__ int ld_b2(const char* p) {
 __device__ __forceinline__ int ld_b4(const char* p) { return *(const int*)p; }
 __device__ __forceinline__ float ld_h(const char* p) { return rg_h2f(*(const unsigned short*)p); }
 
-__device__ __forceinline__ int dp4(int a, int b, int c) {
-    int r;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
+__device__ __forceinline__ int dp4(int a, int b, int c) { return rg_dp4a(a, b, c); }
 #define ONES 0x01010101
 
 // Bits s..s+3 of qh moved to bit 4 of bytes 0..3 (the fifth bits of Q5_0/Q5_1).

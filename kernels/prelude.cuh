@@ -33,6 +33,7 @@ struct RgT {
     int bdim;  // block types: the dim whose values are stored in blocks (0 unless transposed)
 };
 
+#ifndef RG_EMU
 __device__ __forceinline__ float rg_h2f(unsigned short h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -43,6 +44,31 @@ __device__ __forceinline__ unsigned short rg_f2h(float f) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
 }
+// dp4a: c + the dot product of a's and b's four signed bytes.
+__device__ __forceinline__ int rg_dp4a(int a, int b, int c) {
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+#define RG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#else  // the CPU emulator (tools/cuda-emu): the same conversions without PTX
+__device__ __forceinline__ float rg_h2f(unsigned short h) {
+    _Float16 x;
+    __builtin_memcpy(&x, &h, 2);
+    return (float)x;
+}
+__device__ __forceinline__ unsigned short rg_f2h(float f) {
+    _Float16 x = (_Float16)f;
+    unsigned short h;
+    __builtin_memcpy(&h, &x, 2);
+    return h;
+}
+__device__ __forceinline__ int rg_dp4a(int a, int b, int c) {
+    for (int i = 0; i < 32; i += 8) c += (int)(signed char)(a >> i) * (int)(signed char)(b >> i);
+    return c;
+}
+#define RG_DYNAMIC_SHARED(type, name) type* name = (type*)rg_emu::dynamic_smem
+#endif
 __device__ __forceinline__ float rg_bf2f(unsigned short h) {
     return __uint_as_float(((unsigned int)h) << 16);
 }

@@ -27,7 +27,7 @@ __device__ __forceinline__ float rg_yarn_ramp(float low, float high, int i0) {
 // pos: a.ne2 I32 positions (stride tp.nb0); ff: optional F32 frequency factors.
 extern "C" __global__ void rg_rope(RgRope p, char* dst, RgT d, const char* a, RgT ta, const char* pos, RgT tp,
                                    const char* ff, RgT tf, int has_ff) {
-    extern __shared__ float rg_theta[];
+    RG_DYNAMIC_SHARED(float, rg_theta);
     i64 i1, i2, i3;
     rg_unravel_row(ta, blockIdx.x, &i1, &i2, &i3);
     const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];

@@ -21,6 +21,12 @@
 #    GPU_CHECK_STAGES="eval bench" (say) runs only those stages.
 #    Full logs go to $OUT/gpu-check/ when $OUT is set (the device tool brings
 #    them back), else /tmp/gpu-check/.
+# Emulated (no GPU): RGML_CUDA_EMU=DIR, a directory built by
+#   tools/cuda-emu/build.sh DIR, runs every stage against the CPU emulator of
+#   the driver and cuBLAS (the real NVRTC still compiles every kernel), with
+#   small bench sizes and no torch stage. .ci/run does this, so the script and
+#   the CUDA executor are exercised on every change; figures from it are not
+#   GPU figures.
 # Exit status: 0 when every test, eval case, the llama comparison and every
 # bench workload passed or ran; a performance target missed is reported in the
 # table but does not change it.
@@ -89,6 +95,14 @@ PY
 
 echo "== libraries"
 dirs=""
+BENCH_ARGS=()
+if [ -n "${RGML_CUDA_EMU:-}" ]; then
+    echo "  EMULATED: libcuda and libcublas from $RGML_CUDA_EMU (tools/cuda-emu), not a GPU"
+    [ -f "$RGML_CUDA_EMU/libcuda.so" ] || { echo "no $RGML_CUDA_EMU/libcuda.so: run tools/cuda-emu/build.sh $RGML_CUDA_EMU" >&2; exit 2; }
+    dirs=$(cd "$RGML_CUDA_EMU" && pwd)
+    BENCH_ARGS=(--n 512 --mm 64 --matvec 256 --reps 3)
+    STAGES=${STAGES/ torch / }
+fi
 for pat in 'libcuda.so*' 'libnvrtc.so*' 'libnvrtc-builtins.so*' 'libcublas.so*' 'libcublasLt.so*'; do
     found=$(find_lib_dirs "$pat" | head -n 3 | paste -sd: -)
     printf '  %-24s %s\n' "$pat" "${found:-NOT FOUND}"
@@ -225,7 +239,8 @@ if want bench; then
     echo "== bench: rgml bench --backend cuda --json"
     res=FAIL
     if have_rgml; then
-        timed "$LOG/bench_rgml.err" 240 bash -c '"$1" bench --backend cuda --json >"$2"' _ "$RGML" "$LOG/bench_rgml.jsonl" && res=ran
+        timed "$LOG/bench_rgml.err" 240 bash -c 'out=$1; shift; "$@" >"$out"' _ "$LOG/bench_rgml.jsonl" \
+            "$RGML" bench --backend cuda --json ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} && res=ran
         grep -v '^{' "$LOG/bench_rgml.err" | tail -n 8 | sed 's/^/    /'
     fi
     [ $res = ran ] || rc=1
@@ -247,7 +262,7 @@ if want torch; then
 fi
 
 if want bench; then
-    echo "== table (rgml bench --backend cuda vs PyTorch, same machine, same run)"
+    echo "== table (rgml bench --backend cuda vs PyTorch, same machine, same run)${RGML_CUDA_EMU:+ — EMULATED on the CPU: not GPU figures}"
     python3 scripts/bench_table.py "$LOG/bench_rgml.jsonl" "$LOG/bench_torch.jsonl" | tee "$LOG/table.txt"
 fi
 

@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
 use rgml_models::{graph_cases, out, outln};
 
@@ -111,39 +111,39 @@ enum Cmd {
     Plan,
     /// Time the standard workloads; report GB/s and the ratio to a memcpy
     /// (CPU: 64 MiB) or device-to-device copy (CUDA: n×n f32) timed in the same run.
-    Bench {
-        /// One JSON object per line instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Where to run the workloads.
-        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-        backend: BackendArg,
-        /// CUDA device ordinal (with --backend cuda; default 0).
-        #[arg(long)]
-        device: Option<usize>,
-        /// Worker threads (0: one per core; CPU only).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// Side of the square matrices (default: 4096 on the CPU, 16384 on CUDA).
-        #[arg(long)]
-        n: Option<i64>,
-        /// Timed runs per workload (the median is reported).
-        #[arg(long, default_value_t = 15)]
-        reps: usize,
-        /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (CPU only).
-        #[arg(long)]
-        llama: bool,
-    },
+    Bench(BenchArgs),
 }
 
 /// The options of `rgml bench`.
+#[derive(Args)]
 struct BenchArgs {
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
     json: bool,
+    /// Where to run the workloads.
+    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
     backend: BackendArg,
+    /// CUDA device ordinal (with --backend cuda; default 0).
+    #[arg(long)]
     device: Option<usize>,
+    /// Worker threads (0: one per core; CPU only).
+    #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Side of the square matrices (default: 4096 on the CPU, 16384 on CUDA).
+    #[arg(long)]
     n: Option<i64>,
+    /// M = K = N of the F16/BF16 matrix products (CUDA only; default 8192).
+    #[arg(long)]
+    mm: Option<i64>,
+    /// Side of the Q4_0 matrix-vector products, a multiple of 32 (CUDA only;
+    /// default: one row at 4096 and one at 16384).
+    #[arg(long)]
+    matvec: Option<i64>,
+    /// Timed runs per workload (the median is reported).
+    #[arg(long, default_value_t = 15)]
     reps: usize,
+    /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (CPU only).
+    #[arg(long)]
     llama: bool,
 }
 
@@ -156,9 +156,7 @@ fn main() -> ExitCode {
         Cmd::Demo { n, threads } => {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Cmd::Bench { json, backend, device, threads, n, reps, llama } => {
-            bench(BenchArgs { json, backend, device, threads, n, reps, llama })
-        }
+        Cmd::Bench(a) => bench(a),
         Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             out!("{s}");
             ExitCode::SUCCESS
@@ -248,7 +246,9 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
     }
     match a.backend {
         BackendArg::Cuda => bench_cuda(&a),
-        BackendArg::Cpu if a.device.is_some() => Err("--device needs --backend cuda".into()),
+        BackendArg::Cpu if a.device.is_some() || a.mm.is_some() || a.matvec.is_some() => {
+            Err("--device, --mm and --matvec need --backend cuda".into())
+        }
         BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps, a.llama),
     }
 }
@@ -261,6 +261,12 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
     let mut sizes = bench_cuda::Sizes::default();
     if let Some(n) = a.n {
         sizes.n = n;
+    }
+    if let Some(mm) = a.mm {
+        sizes.mm = mm;
+    }
+    if let Some(side) = a.matvec {
+        sizes.matvecs = vec![(side, 4)];
     }
     let json = a.json;
     let header = std::cell::Cell::new(!json);

@@ -28,7 +28,11 @@ fn bench_on_cuda_without_a_device_is_a_clear_error() {
 #[test]
 fn bench_rejects_bad_options_before_running() {
     for (args, msg) in [
-        (&["bench", "--device", "1"][..], "--device needs --backend cuda"),
+        (&["bench", "--device", "1"][..], "need --backend cuda"),
+        (&["bench", "--mm", "64"], "need --backend cuda"),
+        (&["bench", "--matvec", "256"], "need --backend cuda"),
+        (&["bench", "--backend", "cuda", "--matvec", "100"], "multiples of 32"),
+        (&["bench", "--backend", "cuda", "--mm", "0"], "out of range"),
         (&["bench", "--n", "0"], "out of range"),
         (&["bench", "--backend", "cuda", "--n=-5"], "out of range"),
         (&["bench", "--backend", "cuda", "--llama"], "CPU only"),

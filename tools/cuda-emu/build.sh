@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the CUDA emulator: a libcuda.so and a libcublas.so that run rgml's
+# kernels on the CPU (see tools/cuda-emu/README.md).
+#   tools/cuda-emu/build.sh [OUT_DIR]      (default target/cuda-emu)
+# Then point rgml at it: RGML_CUDA_LIB_DIR=OUT_DIR (NVRTC stays the real one).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-target/cuda-emu}
+EMU=tools/cuda-emu
+CXX=${CXX:-c++}
+FLAGS=(-std=c++17 -O2 -g -fPIC -ffp-contract=off -fno-fast-math -Wall -Wno-unknown-pragmas -Wno-unused-function
+       -Wno-unused-variable -Wno-unused-but-set-variable -Wno-sign-compare -Wno-maybe-uninitialized -I"$EMU")
+mkdir -p "$OUT/obj"
+# the modules compiled with quant.cuh, as src/backend/cuda/kernels.rs says
+QUANT_MODULES=$(grep -oE 'QUANT_MODULES: &\[&str\] = &\[[^]]*\]' src/backend/cuda/kernels.rs | grep -oE '"[a-z_0-9]+"' | tr -d '"')
+objs=()
+for cu in kernels/*.cu; do
+    m=$(basename "$cu" .cu)
+    src="$OUT/obj/$m.cpp"
+    {
+        echo "#include \"emu.h\""
+        echo "namespace rg_module_$m {"
+        echo "#line 1 \"kernels/prelude.cuh\""
+        cat kernels/prelude.cuh
+        if grep -qx "$m" <<<"$QUANT_MODULES"; then
+            echo "#line 1 \"kernels/quant.cuh\""
+            cat kernels/quant.cuh
+        fi
+        echo "#line 1 \"$cu\""
+        cat "$cu"
+    } >"$src"
+    # every extern "C" kernel (macros expanded) gets a registration line
+    names=$($CXX "${FLAGS[@]}" -E -P "$src" | grep -oE 'extern "C" +void +[A-Za-z_][A-Za-z_0-9]* *\(' \
+            | sed -E 's/extern "C" +void +([A-Za-z_0-9]+).*/\1/' | sort -u)
+    [ -n "$names" ] || { echo "cuda-emu: no kernels found in $cu" >&2; exit 1; }
+    { for n in $names; do echo "RG_EMU_KERNEL(\"$m\", $n)"; done; echo "}"; } >>"$src"
+    $CXX "${FLAGS[@]}" -c "$src" -o "$OUT/obj/$m.o" &
+    objs+=("$OUT/obj/$m.o")
+done
+$CXX "${FLAGS[@]}" -c "$EMU/runtime.cpp" -o "$OUT/obj/runtime.o" &
+$CXX "${FLAGS[@]}" -c "$EMU/driver.cpp" -o "$OUT/obj/driver.o" &
+$CXX "${FLAGS[@]}" -c "$EMU/cublas.cpp" -o "$OUT/obj/cublas.o" &
+for job in $(jobs -p); do wait "$job"; done
+$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/driver.o" "${objs[@]}"
+$CXX -shared -o "$OUT/libcublas.so" -Wl,-soname,libcublas.so "$OUT/obj/cublas.o"
+echo "$OUT/libcuda.so $OUT/libcublas.so"
