@@ -149,6 +149,30 @@ fn rope_normal_neox_yarn() {
     });
 }
 
+/// Rope keeps its angles in dynamic shared memory (n_dims/2 floats): past
+/// 48 KiB (n_dims 24576) the kernel opts in to more; past the device's
+/// limit (227 KiB on an H100/H200) CUDA refuses with a clear error.
+#[test]
+fn rope_past_48_kib_of_angles() {
+    check("rope wide", 2e-4, |ctx| {
+        let mut rng = Rng(61);
+        let a = leaf(ctx, &mut rng, &[24_600, 1, 2, 1], 1.0);
+        let pos = ctx.new_tensor(DType::I32, &[2]).unwrap();
+        ctx.set_data(pos, &[3i32, 40]).unwrap();
+        vec![ctx.rope(a, pos, 24_600, RopeParams::NEOX).unwrap()]
+    });
+    let Some(gpu) = cuda() else { return };
+    let mut ctx = Context::new();
+    let a = ctx.new_f32(&[116_400, 1, 1, 1], &vec![0.5; 116_400]).unwrap();
+    let pos = ctx.new_tensor(DType::I32, &[1]).unwrap();
+    ctx.set_data(pos, &[1i32]).unwrap();
+    let r = ctx.rope(a, pos, 116_400, RopeParams::NORMAL).unwrap();
+    let graph = Graph::build(&ctx, &[r]).unwrap();
+    assert!(CpuBackend::new(1).unwrap().run(&ctx, &graph).is_ok());
+    let e = gpu.run(&ctx, &graph).expect_err("232800 bytes of angles do not fit");
+    assert!(e.to_string().contains("shared memory"), "{e}");
+}
+
 #[test]
 fn get_rows_plain_and_quantized_set_rows() {
     check("rows", 1e-6, |ctx| {

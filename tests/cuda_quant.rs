@@ -283,3 +283,40 @@ fn set_rows_into_a_block_type_with_a_bad_index_is_an_error() {
     let e = gpu.run(&ctx, &graph).expect_err("index 4 of 4 rows must fail");
     assert!(e.to_string().contains("index"), "{e}");
 }
+
+/// A repeated or out-of-range index fails `set_rows` on both backends, with
+/// the same message, and the device writes none of the rows (as the CPU,
+/// which checks every index first): plain and block-type destinations, the
+/// bad index first or last.
+#[test]
+fn set_rows_with_a_repeated_or_bad_index_writes_nothing() {
+    let cases: [(&[i32], &str); 4] =
+        [(&[1, 1, 2], "same place"), (&[0, 3, 0], "same place"), (&[4, 1, 2], "index"), (&[1, 2, -1], "index")];
+    for dtype in [DType::F32, DType::Q8_0, DType::Q4_1] {
+        for (ids, msg) in cases {
+            let mut ctx = Context::new();
+            let mut rng = Rng(801);
+            let cache = if dtype == DType::F32 {
+                f32_leaf(&mut ctx, &mut rng, &[64, 4])
+            } else {
+                q_leaf(&mut ctx, &mut rng, dtype, &[64, 4])
+            };
+            let x = f32_leaf(&mut ctx, &mut rng, &[64, 3]);
+            let idx = ctx.new_tensor(DType::I32, &[3]).unwrap();
+            ctx.set_data(idx, ids).unwrap();
+            let out = ctx.set_rows(cache, x, idx).unwrap();
+            let graph = Graph::build(&ctx, &[out]).unwrap();
+            let e = CpuBackend::new(1).unwrap().run(&ctx, &graph).expect_err("the CPU refuses");
+            assert!(e.to_string().contains(msg), "CPU {dtype:?} {ids:?}: {e}");
+            let Some(gpu) = cuda() else { return };
+            let plan = rgml::Allocator::new(rgml::CudaRules).plan(&ctx, &graph).unwrap();
+            let mut st = gpu.alloc(&ctx, &graph, plan).unwrap();
+            let before: Vec<u32> = st.read_f32(&ctx, cache).unwrap().iter().map(|v| v.to_bits()).collect();
+            let e = gpu.compute(&ctx, &graph, &mut st).expect_err("CUDA refuses");
+            assert!(e.to_string().contains(msg), "CUDA {dtype:?} {ids:?}: {e}");
+            let after: Vec<u32> = st.read_f32(&ctx, cache).unwrap().iter().map(|v| v.to_bits()).collect();
+            let changed = after.iter().zip(&before).filter(|(a, b)| a != b).count();
+            assert_eq!(changed, 0, "{dtype:?} {ids:?}: {changed} values were written");
+        }
+    }
+}

@@ -104,6 +104,8 @@ template <class T>
 inline T atomicMax(T* p, T v) { T old = *p; *p = old > v ? old : v; return old; }
 template <class T>
 inline T atomicMin(T* p, T v) { T old = *p; *p = old < v ? old : v; return old; }
+template <class T>
+inline T atomicOr(T* p, T v) { T old = *p; *p = old | v; return old; }
 inline int atomicCAS(int* p, int cmp, int v) { int old = *p; if (old == cmp) *p = v; return old; }
 
 // Rounding-mode intrinsics: the build uses -ffp-contract=off, so each is one

@@ -83,6 +83,7 @@ macro_rules! launch {
         let cfg: LaunchConfig = $cfg;
         if cfg.grid_dim.0 > 0 {
             let f = $dev.function($module, $func)?;
+            $dev.allow_shared(&f, $func, cfg.shared_mem_bytes)?;
             let mut b = $dev.stream.launch_builder(&f);
             $( let a = $arg; b.arg(&a); )*
             // SAFETY: the arguments are, in order, the kernel's parameters
@@ -137,12 +138,21 @@ impl CudaBackend {
         if self.poison {
             storage.poison_all(ctx, graph)?;
         }
-        // the index-error flag of get_rows/set_rows: only graphs that have them pay
-        // for its allocation and read-back
-        let indexed =
-            graph.nodes().iter().any(|&id| ctx.tensor(id).is_ok_and(|t| matches!(t.op(), Op::GetRows | Op::SetRows)));
-        let mut err = if indexed { Some(dev.stream.alloc_zeros::<i32>(1).map_err(cuda_err("alloc"))?) } else { None };
+        // the index-error flags of get_rows/set_rows, then each set_rows' claims
+        // (one zeroed int per destination row): only graphs that have them pay
+        // for the allocation and the read-back
+        let (mut indexed, mut claims) = (false, 0usize);
+        for &id in graph.nodes() {
+            let t = ctx.tensor(id)?;
+            indexed |= matches!(t.op(), Op::GetRows | Op::SetRows);
+            if t.op() == Op::SetRows {
+                claims += usize::try_from(t.layout().nrows()).unwrap_or(0);
+            }
+        }
+        let mut err =
+            if indexed { Some(dev.stream.alloc_zeros::<i32>(1 + claims).map_err(cuda_err("alloc"))?) } else { None };
         let err_ptr = err.as_mut().map_or(0, |e| e.device_ptr_mut(&dev.stream).0);
+        let mut claims_ptr = err_ptr + 4;
         for (step, &id) in graph.nodes().iter().enumerate() {
             let t = ctx.tensor(id)?;
             if t.op().is_metadata() || t.op() == Op::Leaf {
@@ -204,7 +214,9 @@ impl CudaBackend {
                 Op::SetRows => {
                     let (x, idx) = (b(src[1])?, b(src[2])?);
                     check_index(&idx, "set_rows")?;
-                    super::quant::set_rows(dev, dst, x, idx, err_ptr)?;
+                    let rows = dst.l.nrows();
+                    super::quant::set_rows(dev, dst, x, idx, err_ptr, claims_ptr)?;
+                    claims_ptr += 4 * rows as u64;
                 }
                 Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?)?,
                 Op::Concat { dim } => {
@@ -234,11 +246,18 @@ impl CudaBackend {
         }
         dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
         let flag = match &err {
-            Some(e) => dev.stream.clone_dtoh(e).map_err(cuda_err("download"))?,
+            Some(e) => {
+                let first = e.slice(0..1);
+                dev.stream.clone_dtoh(&first).map_err(cuda_err("download"))?
+            }
             None => Vec::new(),
         };
-        if flag.first().is_some_and(|&f| f != 0) {
-            return Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()));
+        match flag.first().copied().unwrap_or(0) {
+            0 => {}
+            f if f & 1 != 0 => {
+                return Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()))
+            }
+            _ => return Err(Error::Invalid("set_rows: two rows are written to the same place".into())),
         }
         Ok(())
     }

@@ -354,10 +354,10 @@ mod signature_tests {
 
     /// The kind of a Rust launch argument, from the names the launch sites use.
     fn arg_kind(a: &str) -> Kind {
-        const PTRS: &[&str] = &["p", "err_ptr", "mp", "fp", "ap"];
+        const PTRS: &[&str] = &["p", "err_ptr", "claims_ptr", "mp", "fp", "ap"];
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt"];
         const S4: &[&str] = &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows"];
-        const S8: &[&str] = &["n", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
+        const S8: &[&str] = &["n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
         if a.ends_with(".ptr") || PTRS.contains(&a) {
             Kind::Ptr
         } else if TENSORS.contains(&a) || [".p(", ".k(", ".q(", "rows_view("].iter().any(|m| a.contains(m)) {

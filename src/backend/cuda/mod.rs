@@ -87,6 +87,9 @@ pub(crate) struct Device {
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
 }
 
+/// Dynamic shared memory per block any kernel may use without opting in.
+const SHARED_DEFAULT: u32 = 48 * 1024;
+
 /// Runs graphs on one CUDA device (see the module docs for what is wired).
 /// Clones share the device (its context, stream and loaded kernels).
 #[derive(Clone)]
@@ -197,6 +200,31 @@ impl Device {
             }
         };
         m.load_function(func).map_err(driver_err("cuModuleGetFunction"))
+    }
+
+    /// Lets `f` (kernel `func`) take `bytes` of dynamic shared memory per
+    /// block: up to 48 KiB every function may; past that the function must
+    /// opt in, up to the device's per-block limit less its static shared
+    /// memory. Past the limit it is an error naming the kernel, not a failed
+    /// launch.
+    pub(crate) fn allow_shared(&self, f: &CudaFunction, func: &str, bytes: u32) -> Result<()> {
+        use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+        if bytes <= SHARED_DEFAULT {
+            return Ok(());
+        }
+        let optin = self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(driver_err("cuDeviceGetAttribute"))?;
+        let fixed = f.shared_size_bytes().map_err(driver_err("cuFuncGetAttribute"))?;
+        let limit = u32::try_from(optin.saturating_sub(fixed)).unwrap_or(0);
+        if bytes > limit {
+            return Err(Error::Invalid(format!(
+                "CUDA {func}: needs {bytes} bytes of shared memory per block; the device allows {limit}"
+            )));
+        }
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+            .map_err(driver_err("cuFuncSetAttribute"))
     }
 }
 

@@ -77,22 +77,26 @@ pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
 }
 
 /// `dst[:, idx[i1, i2, i3], i2, i3] = x[:, i1, i2, i3]`, converting (and for a
-/// block-type `dst`, quantizing, or moving blocks of the same type). Index
-/// errors set `*err_ptr` on the device.
-pub(crate) fn set_rows(dev: &Device, dst: Bound, x: Bound, idx: Bound, err_ptr: u64) -> Result<()> {
+/// block-type `dst`, quantizing, or moving blocks of the same type). An index
+/// outside `dst`'s rows, or two rows to one place, sets `*err_ptr` on the
+/// device before anything is written, and then nothing is; `claims_ptr` is
+/// `dst.nrows()` zeroed ints of this node's own.
+pub(crate) fn set_rows(dev: &Device, dst: Bound, x: Bound, idx: Bound, err_ptr: u64, claims_ptr: u64) -> Result<()> {
     let (dk, xk, ik) = (rows_view("set_rows", &dst)?, rows_view("set_rows", &x)?, idx.p("set_rows")?);
     if x.l.ne[0] != dst.l.ne[0] {
         return Err(Error::Mismatch(format!("internal: set_rows of {:?} into {:?}", x.l.ne, dst.l.ne)));
     }
+    let nrows = x.l.nrows();
+    launch!(dev, "rows", "rg_set_rows_claim", flat(nrows); claims_ptr, dk, xk, idx.ptr, ik, err_ptr, nrows);
     if !dst.l.dtype.is_quantized() {
-        launch!(dev, "rows", "rg_set_rows", per_row(x.l.nrows(), 0)?;
+        launch!(dev, "rows", "rg_set_rows", per_row(nrows, 0)?;
             dst.ptr, dk, x.ptr, xk, idx.ptr, ik, err_ptr);
         return Ok(());
     }
     if x.l.dtype != dst.l.dtype && !can_quantize(dst.l.dtype) {
         return Err(Error::Unsupported { op: "set_rows (quantizing on CUDA)", dtype: dst.l.dtype });
     }
-    let nblocks = x.l.nrows() * (dst.l.ne[0] / dst.l.dtype.block_size() as i64);
+    let nblocks = nrows * (dst.l.ne[0] / dst.l.dtype.block_size() as i64);
     launch!(dev, "rows", "rg_set_rows_q", flat(nblocks);
         dst.ptr, dk, x.ptr, xk, idx.ptr, ik, err_ptr, nblocks);
     Ok(())
