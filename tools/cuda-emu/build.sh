@@ -8,8 +8,12 @@ cd "$(dirname "$0")/../.."
 OUT=${1:-target/cuda-emu}
 EMU=tools/cuda-emu
 CXX=${CXX:-c++}
-FLAGS=(-std=c++17 -O2 -g -fPIC -ffp-contract=off -fno-fast-math -Wall -Wno-unknown-pragmas -Wno-unused-function
+FLAGS=(-std=c++17 -g -fPIC -ffp-contract=off -fno-fast-math -Wall -Wno-unknown-pragmas -Wno-unused-function
        -Wno-unused-variable -Wno-unused-but-set-variable -Wno-sign-compare -Wno-maybe-uninitialized -I"$EMU")
+# kernels: every load and store calls memory.cpp's checks (-O1: no merged
+# loads that the GPU would not make)
+KERNEL_FLAGS=(-O1 -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
+              --param asan-stack=0 --param asan-globals=0)
 mkdir -p "$OUT/obj"
 # the modules compiled with quant.cuh, as src/backend/cuda/kernels.rs says
 QUANT_MODULES=$(grep -oE 'QUANT_MODULES: &\[&str\] = &\[[^]]*\]' src/backend/cuda/kernels.rs | grep -oE '"[a-z_0-9]+"' | tr -d '"')
@@ -34,13 +38,11 @@ for cu in kernels/*.cu; do
             | sed -E 's/extern "C" +void +([A-Za-z_0-9]+).*/\1/' | sort -u)
     [ -n "$names" ] || { echo "cuda-emu: no kernels found in $cu" >&2; exit 1; }
     { for n in $names; do echo "RG_EMU_KERNEL(\"$m\", $n)"; done; echo "}"; } >>"$src"
-    $CXX "${FLAGS[@]}" -c "$src" -o "$OUT/obj/$m.o" &
+    $CXX "${FLAGS[@]}" "${KERNEL_FLAGS[@]}" -c "$src" -o "$OUT/obj/$m.o" &
     objs+=("$OUT/obj/$m.o")
 done
-$CXX "${FLAGS[@]}" -c "$EMU/runtime.cpp" -o "$OUT/obj/runtime.o" &
-$CXX "${FLAGS[@]}" -c "$EMU/driver.cpp" -o "$OUT/obj/driver.o" &
-$CXX "${FLAGS[@]}" -c "$EMU/cublas.cpp" -o "$OUT/obj/cublas.o" &
+for f in runtime memory driver cublas; do $CXX "${FLAGS[@]}" -O2 -c "$EMU/$f.cpp" -o "$OUT/obj/$f.o" & done
 for job in $(jobs -p); do wait "$job"; done
-$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/driver.o" "${objs[@]}"
+$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/memory.o" "$OUT/obj/driver.o" "${objs[@]}"
 $CXX -shared -o "$OUT/libcublas.so" -Wl,-soname,libcublas.so "$OUT/obj/cublas.o"
 echo "$OUT/libcuda.so $OUT/libcublas.so"

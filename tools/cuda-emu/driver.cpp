@@ -1,14 +1,12 @@
 // rgml CUDA emulator: the part of the CUDA driver API that cudarc and rgml
 // call, on the CPU. Device memory is host memory (256-byte aligned); streams
-// run synchronously; modules are NVRTC's real PTX, whose `.entry` names are
+// run synchronously (memory.cpp holds device memory); modules are NVRTC's real PTX, whose `.entry` names are
 // looked up in the kernels compiled for the CPU (runtime.cpp). Launches are
 // checked against an H100/H200's limits (block and grid sizes, shared memory).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <set>
 #include <string>
 
@@ -37,9 +35,6 @@ enum {
 static const int SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN = 227 * 1024;
 static const unsigned long long TOTAL_MEM = 64ull << 30;
 
-static std::mutex mu;                                  // guards everything below
-static std::map<unsigned long long, size_t> allocs;    // device allocations: address -> bytes
-static size_t allocated = 0;
 static bool initialized = false;
 static CUctx_st primary{0};
 static thread_local CUcontext current = nullptr;
@@ -51,14 +46,7 @@ static CUresult say(CUresult r, const char* fn, const std::string& why) {
 static double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-// Whether [p, p + n) lies inside one live device allocation.
-static bool in_device(unsigned long long p, size_t n) {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = allocs.upper_bound(p);
-    if (it == allocs.begin()) return false;
-    --it;
-    return p >= it->first && p + n <= it->first + it->second;
-}
+using rg_emu::in_device;
 
 extern "C" {
 CUresult cuInit(unsigned flags) {
@@ -145,30 +133,19 @@ CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { return cuEvent
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
     if (!current) return INVALID_CONTEXT;
     if (bytes == 0) return INVALID_VALUE;  // as the driver: a zero-byte allocation is an error
-    std::lock_guard<std::mutex> g(mu);
-    if (allocated + bytes > TOTAL_MEM) return OUT_OF_MEMORY;
-    void* m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    CUdeviceptr m = rg_emu::device_alloc(bytes, TOTAL_MEM);
     if (!m) return OUT_OF_MEMORY;
-    std::memset(m, 0xCD, bytes);  // device memory starts as garbage, not zeros
-    allocs[(unsigned long long)m] = bytes;
-    allocated += bytes;
-    *p = (CUdeviceptr)m;
+    *p = m;
     return OK;
 }
 CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream) { return cuMemAlloc_v2(p, bytes); }
 CUresult cuMemFree_v2(CUdeviceptr p) {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = allocs.find(p);
-    if (it == allocs.end()) return say(INVALID_VALUE, "cuMemFree", "not the start of a live allocation");
-    allocated -= it->second;
-    allocs.erase(it);
-    std::free((void*)p);
+    if (!rg_emu::device_free(p)) return say(INVALID_VALUE, "cuMemFree", "not the start of a live allocation");
     return OK;
 }
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream) { return cuMemFree_v2(p); }
 CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
-    std::lock_guard<std::mutex> g(mu);
-    *free_b = TOTAL_MEM - allocated;
+    *free_b = TOTAL_MEM - rg_emu::device_bytes();
     *total = TOTAL_MEM;
     return OK;
 }

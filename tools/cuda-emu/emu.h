@@ -43,6 +43,7 @@ extern thread_local uint3 block_idx;
 extern thread_local uint3 block_dim;
 extern thread_local uint3 grid_dim;
 extern thread_local char* dynamic_smem;
+extern thread_local unsigned dynamic_smem_bytes;
 
 void syncthreads();
 // Warp operations: `kind` 0 shfl (arg = source lane), 1 shfl_xor (arg = lane

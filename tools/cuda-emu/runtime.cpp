@@ -20,6 +20,7 @@ thread_local uint3 block_idx;
 thread_local uint3 block_dim;
 thread_local uint3 grid_dim;
 thread_local char* dynamic_smem = nullptr;
+thread_local unsigned dynamic_smem_bytes = 0;
 
 // ---- registry ----
 static std::map<std::string, Kernel>& registry() {
@@ -220,6 +221,20 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
     return f.result;
 }
 
+bool launch_running() { return launch != nullptr; }
+
+[[noreturn]] void kill_thread(const char* why) {
+    Fiber& f = launch->fibers[launch->current];
+    if (launch->error.empty()) {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, " (thread %u,%u,%u)", f.ts.tid.x, f.ts.tid.y, f.ts.tid.z);
+        launch->error = std::string(why) + buf;
+    }
+    f.state = DONE;
+    rg_emu_swap(&f.sp, launch->sched_sp);
+    std::abort();  // never resumed
+}
+
 [[noreturn]] void fail(const char* what) {
     std::fprintf(stderr, "cuda-emu: %s\n", what);
     std::abort();
@@ -231,13 +246,15 @@ std::string run_kernel(const Kernel& k, dim3 grid, dim3 block, unsigned smem_byt
     l.k = &k;
     l.params = params;
     l.fibers.resize(nthreads);
-    std::vector<char> smem(smem_bytes + 16);
+    std::vector<char> smem(smem_bytes);
+    snapshot_allocations();
     Launch* saved_launch = launch;
     ThreadState* saved_cur = cur;
     launch = &l;
     grid_dim = uint3{grid.x, grid.y, grid.z};
     block_dim = uint3{block.x, block.y, block.z};
     dynamic_smem = smem.data();
+    dynamic_smem_bytes = smem_bytes;
     for (size_t i = 0; i < nthreads; i++) l.fibers[i].stack = take_stack(i);
     for (unsigned bz = 0; bz < grid.z && l.error.empty(); bz++)
     for (unsigned by = 0; by < grid.y && l.error.empty(); by++)

@@ -1,5 +1,6 @@
 // rgml CUDA emulator: what the driver (driver.cpp) needs from the runtime.
 #pragma once
+#include <cstddef>
 #include <string>
 
 struct dim3;
@@ -17,4 +18,18 @@ struct Kernel {
 const Kernel* find_kernel(const char* name);
 // Runs every block of a launch; returns "" or what went wrong.
 std::string run_kernel(const Kernel& k, dim3 grid, dim3 block, unsigned smem_bytes, void** params);
+// Whether a kernel is running on this OS thread.
+bool launch_running();
+// Ends the running CUDA thread and fails its launch with `why` (memory.cpp's checks).
+[[noreturn]] void kill_thread(const char* why);
+
+// Device memory (memory.cpp): allocations of `bytes` (0 when more than
+// `limit` bytes would be live), freeing, and whether [p, p + n) lies in one
+// live allocation.
+unsigned long long device_alloc(size_t bytes, size_t limit);
+bool device_free(unsigned long long p);
+bool in_device(unsigned long long p, size_t n);
+size_t device_bytes();
+// Takes the list of live allocations the running launch's accesses are checked against.
+void snapshot_allocations();
 }  // namespace rg_emu
