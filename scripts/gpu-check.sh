@@ -37,9 +37,8 @@ BIN=.dev/bin
 if [ "${1:-}" = "--build" ]; then
     set -e
     mkdir -p "$BIN"
-    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
-        --test cuda_kernels_compile \
-        | python3 -c '
+    copy_tests() {   # the test executables of a `cargo test --no-run --message-format=json`, into $BIN
+        python3 -c '
 import json, sys, shutil
 for line in sys.stdin:
     try: m = json.loads(line)
@@ -50,6 +49,10 @@ for line in sys.stdin:
         shutil.copy(m["executable"], sys.argv[1] + "/" + name)
         print(sys.argv[1] + "/" + name)
 ' "$BIN"
+    }
+    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
+        --test cuda_kernels_compile | copy_tests
+    cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda | copy_tests
     cargo build --release -p rgml-models --bin rgml
     cp target/release/rgml "$BIN/rgml"
     echo "$BIN/rgml"
@@ -181,6 +184,7 @@ if want tests; then
     run cuda_quant
     run cuda_matmul
     run rgml_lib backend::
+    run llama_cuda
     echo "== tests: $pass passed, $fail failed"
     results+=("tests: $pass passed, $fail failed")
 fi

@@ -9,28 +9,34 @@ use rgml_models::llama::Llama;
 
 mod common;
 
-/// Batched, token by token (after a reset), and split in two batches.
-fn check_model<B: Backend>(m: &mut Llama<B>, what: &str) {
-    let (toks, want) = (tokens(), reference());
+/// Batched, token by token (after a reset), and split in two batches, against
+/// llama.cpp's logits `want`; then the last position alone (`eval_last`).
+fn check_model<B: Backend>(m: &mut Llama<B>, want: &[f32], what: &str) {
+    let toks = tokens();
     assert_eq!((m.hp.n_vocab, m.hp.n_embd, m.hp.n_head, m.hp.n_head_kv), (288, 64, 4, 2));
     let batch = m.eval(&toks).unwrap();
-    let d = max_diff(&batch, &want);
+    let d = max_diff(&batch, want);
     assert!(d <= 1e-4, "{what}: batch: max abs diff {d}");
     m.reset().unwrap();
     let mut single = Vec::new();
     for &t in &toks {
         single.extend(m.eval(&[t]).unwrap());
     }
-    let d = max_diff(&single, &want);
+    let d = max_diff(&single, want);
     assert!(d <= 1e-4, "{what}: one at a time: max abs diff {d}");
     m.reset().unwrap();
     let mut split = m.eval(&toks[..5]).unwrap();
     split.extend(m.eval(&toks[5..]).unwrap());
-    let d = max_diff(&split, &want);
+    let d = max_diff(&split, want);
     assert!(d <= 1e-4, "{what}: two batches: max abs diff {d}");
     assert_eq!(m.n_past(), 16);
     // the cache is full: one more token is an error, not a crash
     assert!(m.eval(&[toks[0]]).is_err());
+    m.reset().unwrap();
+    let nv = m.hp.n_vocab;
+    let last = m.eval_last(&toks[..11]).unwrap();
+    let d = max_diff(&last, &want[10 * nv..11 * nv]);
+    assert!(d <= 1e-4, "{what}: last position: max abs diff {d}");
     println!("ok: {what} on {}", m.backend().describe());
 }
 
@@ -38,20 +44,40 @@ fn check_model<B: Backend>(m: &mut Llama<B>, what: &str) {
 fn f32_logits_match_llama_cpp_on_cuda() {
     let Some(gpu) = cuda() else { return };
     let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), gpu.clone()).unwrap();
-    check_model(&mut m, "CudaBackend");
+    check_model(&mut m, &reference(), "CudaBackend");
     // poison mode: a planner bug (a freed range read again) would show as NaN
     let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), gpu.with_poison(true)).unwrap();
-    check_model(&mut m, "CudaBackend (poison)");
+    check_model(&mut m, &reference(), "CudaBackend (poison)");
 }
 
 #[test]
 fn f32_logits_match_llama_cpp_through_any_backend() {
     // the CPU through the run-time choice, always
     let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), AnyBackend::cpu(2).unwrap()).unwrap();
-    check_model(&mut m, "AnyBackend::Cpu");
+    check_model(&mut m, &reference(), "AnyBackend::Cpu");
     let Some(gpu) = cuda() else { return };
     let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), AnyBackend::Cuda(gpu)).unwrap();
-    check_model(&mut m, "AnyBackend::Cuda");
+    check_model(&mut m, &reference(), "AnyBackend::Cuda");
+}
+
+/// The Q8_0 and Q4_0 versions of the model (quantized by rgml) on CUDA match
+/// llama.cpp's logits for those files as the CPU does: the device quantizes
+/// the activations to the CPU's Q8 bytes and dots them with the weight blocks.
+#[test]
+fn quantized_models_match_llama_cpp_on_cuda() {
+    let Some(gpu) = cuda() else { return };
+    for (name, dt) in [("q8_0", rgml::DType::Q8_0), ("q4_0", rgml::DType::Q4_0)] {
+        let want: Vec<f32> = std::fs::read(fixture(&format!("logits_{name}_llamacpp.f32")))
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let path = std::env::temp_dir().join(format!("rgml-llama-cuda-{}-{name}.gguf", std::process::id()));
+        rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+        let mut m = Llama::load_on(&path, Some(16), gpu.clone()).unwrap();
+        std::fs::remove_file(&path).ok();
+        check_model(&mut m, &want, &format!("CudaBackend {name}"));
+    }
 }
 
 #[test]

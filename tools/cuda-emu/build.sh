@@ -12,7 +12,7 @@ FLAGS=(-std=c++17 -g -fPIC -ffp-contract=off -fno-fast-math -Wall -Wno-unknown-p
        -Wno-unused-variable -Wno-unused-but-set-variable -Wno-sign-compare -Wno-maybe-uninitialized -I"$EMU")
 # kernels: every load and store calls memory.cpp's checks (-O1: no merged
 # loads that the GPU would not make)
-KERNEL_FLAGS=(-O1 -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
+KERNEL_FLAGS=(-O1 -fno-tree-sra -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
               --param asan-stack=0 --param asan-globals=0)
 mkdir -p "$OUT/obj"
 # the modules compiled with quant.cuh, as src/backend/cuda/kernels.rs says
@@ -41,8 +41,8 @@ for cu in kernels/*.cu; do
     $CXX "${FLAGS[@]}" "${KERNEL_FLAGS[@]}" -c "$src" -o "$OUT/obj/$m.o" &
     objs+=("$OUT/obj/$m.o")
 done
-for f in runtime memory driver cublas; do $CXX "${FLAGS[@]}" -O2 -c "$EMU/$f.cpp" -o "$OUT/obj/$f.o" & done
+for f in runtime memory profile driver cublas; do $CXX "${FLAGS[@]}" -O2 -c "$EMU/$f.cpp" -o "$OUT/obj/$f.o" & done
 for job in $(jobs -p); do wait "$job"; done
-$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/memory.o" "$OUT/obj/driver.o" "${objs[@]}"
+$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/memory.o" "$OUT/obj/profile.o" "$OUT/obj/driver.o" "${objs[@]}"
 $CXX -shared -o "$OUT/libcublas.so" -Wl,-soname,libcublas.so "$OUT/obj/cublas.o"
 echo "$OUT/libcuda.so $OUT/libcublas.so"

@@ -104,13 +104,14 @@ namespace {
     kill_thread(buf);
 }
 
-inline void check(uintptr_t a, size_t n, bool sized, bool store) {
+inline void check(uintptr_t a, size_t n, bool sized, bool store, void* pc) {
     if (!launch_running()) return;
     if (a - arena_base < ARENA_BYTES) {
         auto it = std::upper_bound(snapshot.begin(), snapshot.end(), std::make_pair(a, ~(size_t)0));
         bool inside = it != snapshot.begin() && a + n <= std::prev(it)->first + std::prev(it)->second;
         if (!inside) bad_access("out-of-bounds device memory access", a, n, store);
         if (sized && a % n) bad_access("misaligned device memory access", a, n, store);
+        if (profiling()) profile_access(a, n, (uintptr_t)pc);
         return;
     }
     uintptr_t s = (uintptr_t)dynamic_smem;
@@ -125,15 +126,15 @@ inline void check(uintptr_t a, size_t n, bool sized, bool store) {
 // GCC's -fsanitize=kernel-address callbacks (see the top of the file).
 extern "C" {
 #define RG_EMU_ACCESS(size)                                                                               \
-    void __asan_load##size##_noabort(uintptr_t a) { rg_emu::check(a, size, true, false); }                \
-    void __asan_store##size##_noabort(uintptr_t a) { rg_emu::check(a, size, true, true); }
+    void __asan_load##size##_noabort(uintptr_t a) { rg_emu::check(a, size, true, false, __builtin_return_address(0)); } \
+    void __asan_store##size##_noabort(uintptr_t a) { rg_emu::check(a, size, true, true, __builtin_return_address(0)); }
 RG_EMU_ACCESS(1)
 RG_EMU_ACCESS(2)
 RG_EMU_ACCESS(4)
 RG_EMU_ACCESS(8)
 RG_EMU_ACCESS(16)
-void __asan_loadN_noabort(uintptr_t a, size_t n) { rg_emu::check(a, n, false, false); }
-void __asan_storeN_noabort(uintptr_t a, size_t n) { rg_emu::check(a, n, false, true); }
+void __asan_loadN_noabort(uintptr_t a, size_t n) { rg_emu::check(a, n, false, false, __builtin_return_address(0)); }
+void __asan_storeN_noabort(uintptr_t a, size_t n) { rg_emu::check(a, n, false, true, __builtin_return_address(0)); }
 void __asan_handle_no_return() {}
 void __asan_before_dynamic_init(const char*) {}
 void __asan_after_dynamic_init() {}

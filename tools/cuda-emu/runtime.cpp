@@ -222,6 +222,7 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
 }
 
 bool launch_running() { return launch != nullptr; }
+size_t current_thread() { return launch->current; }
 
 [[noreturn]] void kill_thread(const char* why) {
     Fiber& f = launch->fibers[launch->current];
@@ -300,12 +301,14 @@ std::string run_kernel(const Kernel& k, dim3 grid, dim3 block, unsigned smem_byt
                 }
             }
         }
+        if (profiling()) profile_block_end();
         if (!l.error.empty()) {
             char buf[120];
             std::snprintf(buf, sizeof buf, " (block %u,%u,%u)", bx, by, bz);
             l.error += buf;
         }
     }
+    if (profiling()) profile_launch_end(k, grid, block);
     launch = saved_launch;
     cur = saved_cur;
     return l.error;

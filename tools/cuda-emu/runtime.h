@@ -1,6 +1,7 @@
 // rgml CUDA emulator: what the driver (driver.cpp) needs from the runtime.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 struct dim3;
@@ -18,8 +19,16 @@ struct Kernel {
 const Kernel* find_kernel(const char* name);
 // Runs every block of a launch; returns "" or what went wrong.
 std::string run_kernel(const Kernel& k, dim3 grid, dim3 block, unsigned smem_bytes, void** params);
-// Whether a kernel is running on this OS thread.
+// Whether a kernel is running on this OS thread, and which of its block's
+// threads (flat index) is.
 bool launch_running();
+size_t current_thread();
+
+// The access profile (profile.cpp), when CUDA_EMU_PROFILE names a file.
+bool profiling();
+void profile_access(uintptr_t a, size_t n, uintptr_t pc);
+void profile_block_end();
+void profile_launch_end(const Kernel& k, dim3 grid, dim3 block);
 // Ends the running CUDA thread and fails its launch with `why` (memory.cpp's checks).
 [[noreturn]] void kill_thread(const char* why);
 
