@@ -54,10 +54,11 @@ __device__ __forceinline__ int bits5(unsigned qh, int s) {
 // ---- legacy types: one block per unit ------------------------------------
 
 struct WQ4_0 {
+    static constexpr int BYTES = 18;  // bytes per block
     float d;
     int q[4];
     __device__ void load(const char* row, int u) {
-        const char* b = row + (i64)u * 18;
+        const char* b = row + (i64)u * BYTES;
         d = ld_h(b);
 #pragma unroll
         for (int i = 0; i < 4; i++) q[i] = ld_b2(b + 2 + 4 * i);
@@ -78,10 +79,11 @@ struct WQ4_0 {
 };
 
 struct WQ4_1 {
+    static constexpr int BYTES = 20;  // bytes per block
     float d, m;
     int q[4];
     __device__ void load(const char* row, int u) {
-        const char* b = row + (i64)u * 20;
+        const char* b = row + (i64)u * BYTES;
         d = ld_h(b);
         m = ld_h(b + 2);
 #pragma unroll
@@ -102,10 +104,11 @@ struct WQ4_1 {
 };
 
 struct WQ5_0 {
+    static constexpr int BYTES = 22;  // bytes per block
     float d;
     int q[8];
     __device__ void load(const char* row, int u) {
-        const char* b = row + (i64)u * 22;
+        const char* b = row + (i64)u * BYTES;
         d = ld_h(b);
         const unsigned qh = (unsigned)ld_b2(b + 2);
 #pragma unroll
@@ -130,10 +133,11 @@ struct WQ5_0 {
 };
 
 struct WQ5_1 {
+    static constexpr int BYTES = 24;  // bytes per block
     float d, m;
     int q[8];
     __device__ void load(const char* row, int u) {
-        const char* b = row + (i64)u * 24;
+        const char* b = row + (i64)u * BYTES;
         d = ld_h(b);
         m = ld_h(b + 2);
         const unsigned qh = (unsigned)ld_b4(b + 4);
@@ -156,10 +160,11 @@ struct WQ5_1 {
 };
 
 struct WQ8_0 {
+    static constexpr int BYTES = 34;  // bytes per block
     float d;
     int q[8];
     __device__ void load(const char* row, int u) {
-        const char* b = row + (i64)u * 34;
+        const char* b = row + (i64)u * BYTES;
         d = ld_h(b);
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = ld_b2(b + 2 + 4 * i);
@@ -417,18 +422,131 @@ __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* a
     }
 }
 
-#define RG_MMVQ_ENTRY(name, W) \
+// ---- the staged kernel (legacy types) ---------------------------------------
+//
+// The same function with the same unit-to-thread map, for 16-byte aligned
+// weight rows and activation rows, and RG_MMVQ_ROWS weight rows per thread
+// block (grid.x = ceil(m / RG_MMVQ_ROWS)). Each warp copies its chunk of 32
+// weight blocks of every row (32 * BYTES bytes each) and, per activation row,
+// the chunk's 32 activation blocks (1152 bytes) into shared memory with
+// 16-byte loads that the warp's lanes take in order, then dots from there:
+// the generic kernel's per-lane loads of 2 or 4 bytes at a block's stride
+// touch 18-36 sectors per warp request for 64-128 useful bytes, these touch
+// each sector once, and each activation chunk serves RG_MMVQ_ROWS rows. A
+// warp's last chunk, when a row has fewer than 32 units left, is read as the
+// generic kernel reads it. Each row's sum is formed exactly as there, so the
+// results are the same bits.
+#define RG_MMVQ_ROWS 4
+
+template <int BYTES>
+__device__ __forceinline__ void rg_stage(char* sm, const char* g, int lane) {
+    for (int i = lane; i < BYTES * 2; i += 32) ((uint4*)sm)[i] = ((const uint4*)g)[i];  // 32 blocks: BYTES * 2 vectors
+}
+
+template <class W>
+__device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const char* act, const RgMmvq& p) {
+    const i64 row0 = (i64)blockIdx.x * RG_MMVQ_ROWS;
+    const i64 z = blockIdx.z;
+    const i64 i2 = z % p.ne2, i3 = z / p.ne2;
+    const i64 col0 = (i64)blockIdx.y * RG_MMVQ_NC;
+    const i64 left = p.n - col0;
+    const int ncols = left < RG_MMVQ_NC ? (int)left : RG_MMVQ_NC;
+    const i64 rows_left = p.m - row0;
+    const int nrows = rows_left < RG_MMVQ_ROWS ? (int)rows_left : RG_MMVQ_ROWS;
+    const char* wrow0 = w + row0 * p.w_nb1 + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
+    const char* arow = act + ((i3 * p.ne2 + i2) * p.n + col0) * p.act_row;
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    alignas(16) __shared__ char wsm[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][32 * W::BYTES];
+    alignas(16) __shared__ char asm36[RG_MMVQ_THREADS / 32][32 * 36];
+    float acc[RG_MMVQ_ROWS][RG_MMVQ_NC];
+#pragma unroll
+    for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+#pragma unroll
+        for (int c = 0; c < RG_MMVQ_NC; c++) acc[r][c] = 0.0f;
+    }
+    for (int base = 0; base < p.units; base += RG_MMVQ_THREADS) {
+        const int chunk = base + wid * 32;  // this warp's first unit (warp-uniform)
+        if (chunk >= p.units) break;
+        const int u = chunk + lane;
+        W wv[RG_MMVQ_ROWS];
+        if (chunk + 32 <= p.units) {
+#pragma unroll
+            for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+                if (r < nrows) rg_stage<W::BYTES>(wsm[wid][r], wrow0 + r * p.w_nb1 + (i64)chunk * W::BYTES, lane);
+            }
+            __syncwarp();
+#pragma unroll
+            for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+                if (r < nrows) wv[r].load(wsm[wid][r], lane);
+            }
+#pragma unroll
+            for (int c = 0; c < RG_MMVQ_NC; c++) {
+                if (c < ncols) {
+                    __syncwarp();  // every lane is done with the previous activation chunk
+                    rg_stage<36>(asm36[wid], A36(arow + c * p.act_row, chunk), lane);
+                    __syncwarp();
+#pragma unroll
+                    for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+                        if (r < nrows) acc[r][c] += wv[r].dot(true, asm36[wid], lane);
+                    }
+                }
+            }
+            __syncwarp();  // before the next chunk overwrites the weights
+        } else {
+            const bool ok = u < p.units;
+#pragma unroll
+            for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+                if (r < nrows && ok) wv[r].load(wrow0 + r * p.w_nb1, u);
+            }
+#pragma unroll
+            for (int c = 0; c < RG_MMVQ_NC; c++) {
+#pragma unroll
+                for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+                    if (c < ncols && r < nrows) acc[r][c] += wv[r].dot(ok, arow + c * p.act_row, u);
+                }
+            }
+        }
+    }
+    __shared__ float red[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][RG_MMVQ_NC];
+#pragma unroll
+    for (int r = 0; r < RG_MMVQ_ROWS; r++) {
+#pragma unroll
+        for (int c = 0; c < RG_MMVQ_NC; c++) {
+            float v = acc[r][c];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) red[wid][r][c] = v;
+        }
+    }
+    __syncthreads();
+    const int r = threadIdx.x / RG_MMVQ_NC, c = threadIdx.x % RG_MMVQ_NC;
+    if (r < nrows && c < ncols) {
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < RG_MMVQ_THREADS / 32; k++) v += red[k][r][c];
+        char* out = (char*)dst + (row0 + r) * 4 + (col0 + c) * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+        *(float*)out = v;
+    }
+}
+
+// `call` is the kernel template instantiation (rg_mmvq<W> or rg_mmvq_staged<W>).
+#define RG_MMVQ_ENTRY(name, call) \
     extern "C" __global__ void __launch_bounds__(RG_MMVQ_THREADS) name(float* dst, const char* w, const char* act, RgMmvq p) { \
-        rg_mmvq<W>(dst, w, act, p); \
+        call(dst, w, act, p); \
     }
 
-RG_MMVQ_ENTRY(rg_mmvq_q4_0, WQ4_0)
-RG_MMVQ_ENTRY(rg_mmvq_q4_1, WQ4_1)
-RG_MMVQ_ENTRY(rg_mmvq_q5_0, WQ5_0)
-RG_MMVQ_ENTRY(rg_mmvq_q5_1, WQ5_1)
-RG_MMVQ_ENTRY(rg_mmvq_q8_0, WQ8_0)
-RG_MMVQ_ENTRY(rg_mmvq_q2_k, WQ2_K)
-RG_MMVQ_ENTRY(rg_mmvq_q3_k, WQ3_K)
-RG_MMVQ_ENTRY(rg_mmvq_q4_k, WQK45<false>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_k, WQK45<true>)
-RG_MMVQ_ENTRY(rg_mmvq_q6_k, WQ6_K)
+RG_MMVQ_ENTRY(rg_mmvq_q4_0, rg_mmvq<WQ4_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_1, rg_mmvq<WQ4_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_0, rg_mmvq<WQ5_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_1, rg_mmvq<WQ5_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q8_0, rg_mmvq<WQ8_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q2_k, rg_mmvq<WQ2_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q3_k, rg_mmvq<WQ3_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_k, rg_mmvq<WQK45<false>>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_k, rg_mmvq<WQK45<true>>)
+RG_MMVQ_ENTRY(rg_mmvq_q6_k, rg_mmvq<WQ6_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged, rg_mmvq_staged<WQ4_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged<WQ4_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged<WQ5_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged<WQ5_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged<WQ8_0>)

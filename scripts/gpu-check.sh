@@ -251,6 +251,14 @@ if want bench; then
     results+=("bench: $res")
 fi
 
+if want bench && [ -z "${RGML_CUDA_EMU:-}" ]; then
+    echo "== mmvq A/B: the MV rows again with RGML_CUDA_MMVQ=generic (staged dot kernels off)"
+    if have_rgml; then
+        timed "$LOG/bench_generic.txt" 150 env RGML_CUDA_MMVQ=generic "$RGML" bench --backend cuda --n 1024 --mm 64 --reps 5
+        grep -E '^(name|copy|MV-)' "$LOG/bench_generic.txt" | sed 's/^/    /'
+    fi
+fi
+
 if want torch; then
     echo "== torch: scripts/torch_bench.py"
     if timeout 90 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
