@@ -51,10 +51,21 @@ __device__ __forceinline__ int bits5(unsigned qh, int s) {
 // Legacy Q8 36 activation block: f16 d at 0, f16 s at 2, quants at 4.
 #define A36(arow, u) ((arow) + (i64)(u) * 36)
 
+// What the staged kernel needs of a weight type: CHUNK, the bytes of 32
+// units (32 legacy blocks, or 4 super-blocks); ACT, the bytes of the
+// activation blocks they meet; act_chunk, where those start in a row.
+#define RG_LEGACY_CHUNKS                                                                \
+    static constexpr int CHUNK = 32 * BYTES, ACT = 32 * 36;                            \
+    __device__ static const char* act_chunk(const char* arow, int u) { return A36(arow, u); }
+#define RG_K_CHUNKS(sb)                                                                 \
+    static constexpr int CHUNK = 4 * (sb), ACT = 4 * 292;                              \
+    __device__ static const char* act_chunk(const char* arow, int u) { return AK(arow, u >> 3); }
+
 // ---- legacy types: one block per unit ------------------------------------
 
 struct WQ4_0 {
     static constexpr int BYTES = 18;  // bytes per block
+    RG_LEGACY_CHUNKS
     float d;
     int q[4];
     __device__ void load(const char* row, int u) {
@@ -80,6 +91,7 @@ struct WQ4_0 {
 
 struct WQ4_1 {
     static constexpr int BYTES = 20;  // bytes per block
+    RG_LEGACY_CHUNKS
     float d, m;
     int q[4];
     __device__ void load(const char* row, int u) {
@@ -105,6 +117,7 @@ struct WQ4_1 {
 
 struct WQ5_0 {
     static constexpr int BYTES = 22;  // bytes per block
+    RG_LEGACY_CHUNKS
     float d;
     int q[8];
     __device__ void load(const char* row, int u) {
@@ -134,6 +147,7 @@ struct WQ5_0 {
 
 struct WQ5_1 {
     static constexpr int BYTES = 24;  // bytes per block
+    RG_LEGACY_CHUNKS
     float d, m;
     int q[8];
     __device__ void load(const char* row, int u) {
@@ -161,6 +175,7 @@ struct WQ5_1 {
 
 struct WQ8_0 {
     static constexpr int BYTES = 34;  // bytes per block
+    RG_LEGACY_CHUNKS
     float d;
     int q[8];
     __device__ void load(const char* row, int u) {
@@ -216,6 +231,7 @@ __device__ __forceinline__ void scale_min_k4(const unsigned char* sc, int g, int
 }
 
 struct WQ2_K {
+    RG_K_CHUNKS(84)
     float d, dmin;
     int q[8], sc0, sc1, mn0, mn1;
     __device__ void load(const char* row, int u) {
@@ -251,6 +267,7 @@ struct WQ2_K {
 };
 
 struct WQ3_K {
+    RG_K_CHUNKS(110)
     float d;
     int q[8], sc0, sc1;
     __device__ void load(const char* row, int u) {
@@ -299,6 +316,7 @@ struct WQ3_K {
 // Q4_K (144-byte blocks) and Q5_K (176, with fifth bits): same scales and sums.
 template <bool FIVE>
 struct WQK45 {
+    RG_K_CHUNKS(FIVE ? 176 : 144)
     float d, dmin;
     int q[8], sc, mn;
     __device__ void load(const char* row, int u) {
@@ -340,6 +358,7 @@ struct WQK45 {
 };
 
 struct WQ6_K {
+    RG_K_CHUNKS(210)
     float d;
     int q[8], sc0, sc1;
     __device__ void load(const char* row, int u) {
@@ -422,14 +441,16 @@ __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* a
     }
 }
 
-// ---- the staged kernel (legacy types) ---------------------------------------
+// ---- the staged kernel ----------------------------------------------------------
 //
-// The same function with the same unit-to-thread map, for 16-byte aligned
-// weight rows and activation rows, and RG_MMVQ_ROWS weight rows per thread
-// block (grid.x = ceil(m / RG_MMVQ_ROWS)). Each warp copies its chunk of 32
-// weight blocks of every row (32 * BYTES bytes each) and, per activation row,
-// the chunk's 32 activation blocks (1152 bytes) into shared memory with
-// 16-byte loads that the warp's lanes take in order, then dots from there:
+// The same function with the same unit-to-thread map, for weight rows aligned
+// to the staging vectors (16 bytes; 8 for Q3_K and Q6_K, whose 4 super-blocks
+// are not whole 16-byte vectors) and 16-byte aligned activation rows, with
+// RG_MMVQ_ROWS weight rows per thread block (grid.x = ceil(m / RG_MMVQ_ROWS)).
+// Each warp copies its chunk of 32 units of every row (W::CHUNK bytes: 32
+// legacy blocks or 4 super-blocks) and, per activation row, the chunk's
+// activation blocks (W::ACT bytes) into shared memory with vector loads that
+// the warp's lanes take in order, then dots from there:
 // the generic kernel's per-lane loads of 2 or 4 bytes at a block's stride
 // touch 18-36 sectors per warp request for 64-128 useful bytes, these touch
 // each sector once, and each activation chunk serves RG_MMVQ_ROWS rows. A
@@ -438,9 +459,16 @@ __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* a
 // results are the same bits.
 #define RG_MMVQ_ROWS 4
 
+// Copies BYTES (a multiple of 8) from global to shared memory, a warp's lanes
+// taking consecutive 16-byte vectors (8-byte ones when BYTES is not a
+// multiple of 16).
 template <int BYTES>
 __device__ __forceinline__ void rg_stage(char* sm, const char* g, int lane) {
-    for (int i = lane; i < BYTES * 2; i += 32) ((uint4*)sm)[i] = ((const uint4*)g)[i];  // 32 blocks: BYTES * 2 vectors
+    if constexpr (BYTES % 16 == 0) {
+        for (int i = lane; i < BYTES / 16; i += 32) ((uint4*)sm)[i] = ((const uint4*)g)[i];
+    } else {
+        for (int i = lane; i < BYTES / 8; i += 32) ((uint2*)sm)[i] = ((const uint2*)g)[i];
+    }
 }
 
 template <class W>
@@ -456,8 +484,8 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
     const char* wrow0 = w + row0 * p.w_nb1 + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
     const char* arow = act + ((i3 * p.ne2 + i2) * p.n + col0) * p.act_row;
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    alignas(16) __shared__ char wsm[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][32 * W::BYTES];
-    alignas(16) __shared__ char asm36[RG_MMVQ_THREADS / 32][32 * 36];
+    alignas(16) __shared__ char wsm[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][W::CHUNK];
+    alignas(16) __shared__ char asm36[RG_MMVQ_THREADS / 32][W::ACT];
     float acc[RG_MMVQ_ROWS][RG_MMVQ_NC];
 #pragma unroll
     for (int r = 0; r < RG_MMVQ_ROWS; r++) {
@@ -472,7 +500,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
         if (chunk + 32 <= p.units) {
 #pragma unroll
             for (int r = 0; r < RG_MMVQ_ROWS; r++) {
-                if (r < nrows) rg_stage<W::BYTES>(wsm[wid][r], wrow0 + r * p.w_nb1 + (i64)chunk * W::BYTES, lane);
+                if (r < nrows) rg_stage<W::CHUNK>(wsm[wid][r], wrow0 + r * p.w_nb1 + (i64)(chunk >> 5) * W::CHUNK, lane);
             }
             __syncwarp();
 #pragma unroll
@@ -483,7 +511,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
             for (int c = 0; c < RG_MMVQ_NC; c++) {
                 if (c < ncols) {
                     __syncwarp();  // every lane is done with the previous activation chunk
-                    rg_stage<36>(asm36[wid], A36(arow + c * p.act_row, chunk), lane);
+                    rg_stage<W::ACT>(asm36[wid], W::act_chunk(arow + c * p.act_row, chunk), lane);
                     __syncwarp();
 #pragma unroll
                     for (int r = 0; r < RG_MMVQ_ROWS; r++) {
@@ -550,3 +578,8 @@ RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged<WQ4_1>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged<WQ5_0>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged<WQ5_1>)
 RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged<WQ8_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged, rg_mmvq_staged<WQ2_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged, rg_mmvq_staged<WQ3_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged, rg_mmvq_staged<WQK45<false>>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged, rg_mmvq_staged<WQK45<true>>)
+RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged, rg_mmvq_staged<WQ6_K>)

@@ -285,46 +285,41 @@ fn mmvq_parameter_size_in_ptx() {
     }
 }
 
-/// The legacy types' staged dot kernels (taken when every weight row and
-/// activation row is 16-byte aligned: K a multiple of 256 here) against the
-/// CPU, with a last partial 32-unit chunk (K = 1280: 40 units; 4352: 136),
-/// broadcast batches and strided weights; and against the generic kernel,
-/// which the same weights read through a view one block off 16-byte
-/// alignment take: the two compute the same sums in the same order, so the
-/// results must be the same bits.
+/// The staged dot kernels (taken when every weight row and activation row is
+/// aligned for their vector copies: K a multiple of 256 for the legacy
+/// types, 1024 for the k-quants) against the CPU: legacy types with a last
+/// partial 32-unit chunk (K = 1280: 40 units; 4352: 136), k-quants with warps
+/// that have no chunk (K = 1024: 32 units; 5120: 160), broadcast batches and
+/// strided weights; and against the generic kernel
+/// (`CudaBackend::with_staged_mmvq(false)`): the two compute the same sums in
+/// the same order, so the results must be the same bits.
 #[test]
 fn staged_dot_kernels_match_the_cpu_and_the_generic_ones() {
     let gpu = cuda();
-    let legacy = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
-    for wt in legacy {
-        for k in [1280, 4352] {
-            for n in [1, 3, 9] {
-                check(gpu.as_ref(), &Case { k, ..Case::new(wt, n) });
-            }
-            check(gpu.as_ref(), &Case { k, batch: [2, 1], ratio: [3, 2], ..Case::new(wt, 9) });
-            check(gpu.as_ref(), &Case { k, strided_a: true, ..Case::new(wt, 3) });
-        }
+    let ks = |wt: DType| if wt.block_size() == 256 { [1024, 5120] } else { [1280, 4352] };
+    let quantized: Vec<DType> = TYPES.into_iter().filter(|t| t.is_quantized()).collect();
+    for &wt in &quantized {
+        let [k0, k1] = ks(wt);
+        check(gpu.as_ref(), &Case { k: k0, ..Case::new(wt, 1) });
+        check(gpu.as_ref(), &Case { k: k1, ..Case::new(wt, 9) });
+        check(gpu.as_ref(), &Case { k: k1, batch: [2, 1], ratio: [3, 2], ..Case::new(wt, 3) });
+        check(gpu.as_ref(), &Case { k: k0, strided_a: true, ..Case::new(wt, 3) });
     }
     let Some(gpu) = gpu else { return };
-    for wt in legacy {
-        let (k, m, n) = (1280usize, 37usize, 9usize);
+    let generic = gpu.clone().with_staged_mmvq(false);
+    for &wt in &quantized {
+        let (k, m, n) = (ks(wt)[1], 37usize, 9usize);
         let (bytes, _) = weights(wt, k, m, 91);
         let mut ctx = Context::new();
-        let aligned = ctx.new_tensor(wt, &[k as i64, m as i64]).unwrap();
-        ctx.set_bytes(aligned, &bytes).unwrap();
-        // one block, then the same rows: a view one block in is 2-, 4- or 8-byte aligned only
-        let bs = wt.type_size();
-        let padded = ctx.new_tensor(wt, &[(k * m + wt.block_size()) as i64]).unwrap();
-        let mut with_pad = vec![0u8; bs];
-        with_pad.extend_from_slice(&bytes);
-        ctx.set_bytes(padded, &with_pad).unwrap();
-        let rs = wt.row_size(k as i64).unwrap();
-        let shifted = ctx.view_2d(padded, k as i64, m as i64, rs, bs).unwrap();
+        let w = ctx.new_tensor(wt, &[k as i64, m as i64]).unwrap();
+        ctx.set_bytes(w, &bytes).unwrap();
         let x = ctx.new_f32(&[k as i64, n as i64], &vals(k * n, 92)).unwrap();
-        let (o1, o2) = (ctx.mul_mat(aligned, x).unwrap(), ctx.mul_mat(shifted, x).unwrap());
-        let g = Graph::build(&ctx, &[o1, o2]).unwrap();
-        let st = gpu.run(&ctx, &g).unwrap();
-        let bits = |o| st.read_f32(&ctx, o).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
-        assert_eq!(bits(o1), bits(o2), "{wt:?}: staged and generic kernels differ");
+        let out = ctx.mul_mat(w, x).unwrap();
+        let g = Graph::build(&ctx, &[out]).unwrap();
+        let bits = |be: &CudaBackend| {
+            let st = be.run(&ctx, &g).unwrap();
+            st.read_f32(&ctx, out).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+        };
+        assert_eq!(bits(&gpu), bits(&generic), "{wt:?}: staged and generic kernels differ");
     }
 }

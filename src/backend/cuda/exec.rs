@@ -218,7 +218,7 @@ impl CudaBackend {
                     super::quant::set_rows(dev, dst, x, idx, err_ptr, claims_ptr)?;
                     claims_ptr += 4 * rows as u64;
                 }
-                Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?)?,
+                Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?, self.staged_mmvq)?,
                 Op::Concat { dim } => {
                     let (a, x) = (b(src[0])?, b(src[1])?);
                     let size = same_size("concat", &[&dst, &a, &x])?;

@@ -96,6 +96,7 @@ const SHARED_DEFAULT: u32 = 48 * 1024;
 pub struct CudaBackend {
     dev: Arc<Device>,
     poison: bool,
+    staged_mmvq: bool,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -145,7 +146,9 @@ impl CudaBackend {
             name,
             modules: Mutex::new(HashMap::new()),
         };
-        Ok(CudaBackend { dev: Arc::new(dev), poison: false })
+        // RGML_CUDA_MMVQ=generic: the generic dot kernels by default (an A/B switch for a GPU run)
+        let staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
+        Ok(CudaBackend { dev: Arc::new(dev), poison: false, staged_mmvq })
     }
     /// Poison mode (a debug aid, as [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)):
     /// before a run the plan buffer (inputs placed in it excepted) is filled
@@ -158,6 +161,14 @@ impl CudaBackend {
     /// True in poison mode.
     pub fn poison(&self) -> bool {
         self.poison
+    }
+    /// Whether quantized `mul_mat` may use the staged dot kernels where the
+    /// rows are aligned for them (on by default; off with
+    /// `RGML_CUDA_MMVQ=generic` in the environment). Both kernels compute the
+    /// same sums in the same order: this changes speed, not results.
+    pub fn with_staged_mmvq(mut self, staged: bool) -> CudaBackend {
+        self.staged_mmvq = staged;
+        self
     }
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {

@@ -7,11 +7,12 @@
 //!
 //! The same dot kernel serves every batch size: a launch covers tiles of
 //! [`NC`] activation rows (grid y), and each weight unit read is dotted with
-//! every row of its tile. For the legacy types with 16-byte aligned rows (K a
-//! multiple of 256 in a packed matrix) a staged variant runs instead
-//! ([`staged_kernel`]): its warps copy 32-block chunks of [`ROWS`] weight
-//! rows and of the activation rows into shared memory with coalesced 16-byte
-//! loads, and each activation chunk serves those rows. It computes the same
+//! every row of its tile. Where the weight and activation rows are aligned
+//! (a packed matrix with K a multiple of 256 for the legacy types, of 1024
+//! for the k-quants) a staged variant runs instead ([`staged_kernel`]): its
+//! warps copy 32-unit chunks of [`ROWS`] weight rows and of the activation
+//! rows into shared memory with coalesced 16-byte (or 8-byte) loads, and
+//! each activation chunk serves those rows. It computes the same
 //! sums in the same order (the same bits); in the CUDA emulator's access
 //! profile (`tools/cuda-emu`) a 4096² Q4_0 matvec goes from 0.12 to 1.00
 //! coalescing and from 25 to 1.5 sector fetches per distinct sector. Dequantizing to F32 for an SGEMM at larger batches
@@ -44,9 +45,13 @@ pub(crate) const Q8_36: usize = 36;
 pub(crate) struct QSpec {
     /// Dot kernel in `kernels/mmvq.cu`.
     pub kernel: &'static str,
-    /// Its staged variant (legacy types), for 16-byte aligned weight and
-    /// activation rows ([`staged_kernel`]).
+    /// Its staged variant ([`staged_kernel`]), for weight rows aligned to
+    /// `stage_align` and 16-byte aligned activation rows.
     pub staged: Option<&'static str>,
+    /// The alignment the staged kernel needs of every weight row: its copy
+    /// vectors, 16 bytes, or 8 where 32 units (4 super-blocks of Q3_K or
+    /// Q6_K) are not whole 16-byte vectors.
+    pub stage_align: usize,
     /// Alignment (bytes) the kernel's loads need of every weight row.
     pub align: usize,
     /// Bytes per weight block.
@@ -59,13 +64,21 @@ impl QSpec {
     /// The spec of quantized weight type `w`, or `None` for other types.
     pub fn of(w: DType) -> Option<QSpec> {
         let staged = match w {
-            DType::Q4_0 => Some("rg_mmvq_q4_0_staged"),
-            DType::Q4_1 => Some("rg_mmvq_q4_1_staged"),
-            DType::Q5_0 => Some("rg_mmvq_q5_0_staged"),
-            DType::Q5_1 => Some("rg_mmvq_q5_1_staged"),
-            DType::Q8_0 => Some("rg_mmvq_q8_0_staged"),
-            _ => None,
+            DType::Q4_0 => "rg_mmvq_q4_0_staged",
+            DType::Q4_1 => "rg_mmvq_q4_1_staged",
+            DType::Q5_0 => "rg_mmvq_q5_0_staged",
+            DType::Q5_1 => "rg_mmvq_q5_1_staged",
+            DType::Q8_0 => "rg_mmvq_q8_0_staged",
+            DType::Q2_K => "rg_mmvq_q2_k_staged",
+            DType::Q3_K => "rg_mmvq_q3_k_staged",
+            DType::Q4_K => "rg_mmvq_q4_k_staged",
+            DType::Q5_K => "rg_mmvq_q5_k_staged",
+            DType::Q6_K => "rg_mmvq_q6_k_staged",
+            _ => return None,
         };
+        // bytes of 32 units, copied in 16-byte vectors where they are whole ones
+        let chunk = w.type_size() * 32 / w.block_size();
+        let stage_align = if chunk % 16 == 0 { 16 } else { 8 };
         let (kernel, align) = match w {
             DType::Q4_0 => ("rg_mmvq_q4_0", 2),
             DType::Q4_1 => ("rg_mmvq_q4_1", 4),
@@ -79,23 +92,26 @@ impl QSpec {
             DType::Q6_K => ("rg_mmvq_q6_k", 2),
             _ => return None,
         };
-        Some(QSpec { kernel, staged, align, block_bytes: w.type_size(), block_values: w.block_size() })
+        Some(QSpec {
+            kernel,
+            staged: Some(staged),
+            stage_align,
+            align,
+            block_bytes: w.type_size(),
+            block_values: w.block_size(),
+        })
     }
 }
 
 /// The dot kernel for weights `w` (at device address `ptr`, layout `l`) and
-/// activation rows of `act_row` bytes: the staged variant when the type has
-/// one and every weight row and activation row starts 16-byte aligned (it
-/// copies 32-block chunks with 16-byte loads), else the generic kernel. Both
-/// compute the same sums in the same order, so the results are the same bits.
-/// `RGML_CUDA_MMVQ=generic` in the environment forces the generic kernel (to
-/// time one against the other on a GPU).
+/// activation rows of `act_row` bytes: the staged variant when every weight
+/// row starts aligned to its copy vectors and every activation row 16-byte
+/// aligned, else the generic kernel.
 pub(crate) fn staged_kernel(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize) -> &'static str {
-    static FORCE_GENERIC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let force = *FORCE_GENERIC.get_or_init(|| std::env::var("RGML_CUDA_MMVQ").is_ok_and(|v| v == "generic"));
-    let rows_aligned = ptr.is_multiple_of(16) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16));
+    let a = spec.stage_align;
+    let rows_aligned = ptr.is_multiple_of(a as u64) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(a));
     match spec.staged {
-        Some(k) if !force && rows_aligned && act_row.is_multiple_of(16) => k,
+        Some(k) if rows_aligned && act_row.is_multiple_of(16) => k,
         _ => spec.kernel,
     }
 }
@@ -199,8 +215,9 @@ pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound) -> Result<(cudarc::dri
     Ok((out, row))
 }
 
-/// `dst = a · bᵀ` for quantized weights `a` (see the module docs).
-pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+/// `dst = a · bᵀ` for quantized weights `a` (see the module docs); the
+/// staged kernel where it applies if `staged`.
+pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool) -> Result<()> {
     let wt = a.l.dtype;
     let spec = QSpec::of(wt).ok_or(Error::Unsupported { op: "mul_mat", dtype: wt })?;
     let (al, bl, d) = (a.l, b.l, dst.l);
@@ -232,7 +249,7 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<
         units,
         pad: 0,
     };
-    let kernel = staged_kernel(&spec, a.ptr, &al, act_row);
+    let kernel = if staged { staged_kernel(&spec, a.ptr, &al, act_row) } else { spec.kernel };
     // the staged kernels take ROWS weight rows per block
     let blocks_x = if spec.staged == Some(kernel) { (d.ne[0] + ROWS - 1) / ROWS } else { d.ne[0] };
     let (gx, gy, gz) = grid(blocks_x, d.ne[1], d.ne[2] * d.ne[3])?;
@@ -331,10 +348,16 @@ mod tests {
         // one row: its stride does not matter; activation rows must still be aligned
         assert_eq!(staged_kernel(&q4, 512, &l(416, 1), 1440), "rg_mmvq_q4_0_staged");
         assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 468), "rg_mmvq_q4_0");
-        // the k-quants have none
+        // k-quants: Q4_K's 4 super-blocks are 36 16-byte vectors, Q6_K's 105 8-byte ones
         let q4k = QSpec::of(DType::Q4_K).unwrap();
         let lk = Layout::contiguous(DType::Q4_K, [1024, 4, 1, 1]).unwrap();
-        assert_eq!(staged_kernel(&q4k, 512, &lk, 1168), "rg_mmvq_q4_k");
+        assert_eq!(staged_kernel(&q4k, 512, &lk, 1168), "rg_mmvq_q4_k_staged");
+        assert_eq!(staged_kernel(&q4k, 512, &lk, 292), "rg_mmvq_q4_k");
+        let q6k = QSpec::of(DType::Q6_K).unwrap();
+        assert_eq!(q6k.stage_align, 8);
+        let l6 = Layout::contiguous(DType::Q6_K, [1024, 4, 1, 1]).unwrap();
+        assert_eq!(staged_kernel(&q6k, 512 + 840, &l6, 1168), "rg_mmvq_q6_k_staged");
+        assert_eq!(staged_kernel(&q6k, 512 + 420, &l6, 1168), "rg_mmvq_q6_k");
     }
 
     #[test]

@@ -119,7 +119,9 @@ pub(crate) fn ld(rows: i64, cols: i64, nb1: usize, size: usize) -> i64 {
     }
 }
 
-pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+/// `dst = a · bᵀ` (see the module docs); `staged`: whether quantized weights
+/// may take the staged dot kernels.
+pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool) -> Result<()> {
     let d = dst.l;
     if d.dtype != DType::F32 || !gemm_ready(&dst, DType::F32) {
         return Err(Error::Unsupported { op: "mul_mat", dtype: d.dtype });
@@ -129,7 +131,7 @@ pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()
     }
     match GemmType::of(a.l.dtype) {
         Some(t) => gemm(dev, dst, a, b, t),
-        None if mmvq::QSpec::of(a.l.dtype).is_some() => mmvq::mul_mat_q(dev, dst, a, b),
+        None if mmvq::QSpec::of(a.l.dtype).is_some() => mmvq::mul_mat_q(dev, dst, a, b, staged),
         None => Err(Error::Unsupported { op: "mul_mat", dtype: a.l.dtype }),
     }
 }
