@@ -78,7 +78,7 @@ impl QSpec {
         };
         // bytes of 32 units, copied in 16-byte vectors where they are whole ones
         let chunk = w.type_size() * 32 / w.block_size();
-        let stage_align = if chunk % 16 == 0 { 16 } else { 8 };
+        let stage_align = if chunk.is_multiple_of(16) { 16 } else { 8 };
         let (kernel, align) = match w {
             DType::Q4_0 => ("rg_mmvq_q4_0", 2),
             DType::Q4_1 => ("rg_mmvq_q4_1", 4),
