@@ -471,14 +471,16 @@ __device__ __forceinline__ void rg_stage(char* sm, const char* g, int lane) {
     }
 }
 
-template <class W>
+// NC: activation rows per block, RG_MMVQ_NC or 1 (the `_n1` kernels, for
+// N = 1: a quarter of the registers, so more blocks fit on a multiprocessor).
+template <class W, int NC>
 __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const char* act, const RgMmvq& p) {
     const i64 row0 = (i64)blockIdx.x * RG_MMVQ_ROWS;
     const i64 z = blockIdx.z;
     const i64 i2 = z % p.ne2, i3 = z / p.ne2;
-    const i64 col0 = (i64)blockIdx.y * RG_MMVQ_NC;
+    const i64 col0 = (i64)blockIdx.y * NC;
     const i64 left = p.n - col0;
-    const int ncols = left < RG_MMVQ_NC ? (int)left : RG_MMVQ_NC;
+    const int ncols = left < NC ? (int)left : NC;
     const i64 rows_left = p.m - row0;
     const int nrows = rows_left < RG_MMVQ_ROWS ? (int)rows_left : RG_MMVQ_ROWS;
     const char* wrow0 = w + row0 * p.w_nb1 + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
@@ -486,11 +488,11 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     alignas(16) __shared__ char wsm[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][W::CHUNK];
     alignas(16) __shared__ char asm36[RG_MMVQ_THREADS / 32][W::ACT];
-    float acc[RG_MMVQ_ROWS][RG_MMVQ_NC];
+    float acc[RG_MMVQ_ROWS][NC];
 #pragma unroll
     for (int r = 0; r < RG_MMVQ_ROWS; r++) {
 #pragma unroll
-        for (int c = 0; c < RG_MMVQ_NC; c++) acc[r][c] = 0.0f;
+        for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
     }
     for (int base = 0; base < p.units; base += RG_MMVQ_THREADS) {
         const int chunk = base + wid * 32;  // this warp's first unit (warp-uniform)
@@ -508,7 +510,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
                 if (r < nrows) wv[r].load(wsm[wid][r], lane);
             }
 #pragma unroll
-            for (int c = 0; c < RG_MMVQ_NC; c++) {
+            for (int c = 0; c < NC; c++) {
                 if (c < ncols) {
                     __syncwarp();  // every lane is done with the previous activation chunk
                     rg_stage<W::ACT>(asm36[wid], W::act_chunk(arow + c * p.act_row, chunk), lane);
@@ -527,7 +529,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
                 if (r < nrows && ok) wv[r].load(wrow0 + r * p.w_nb1, u);
             }
 #pragma unroll
-            for (int c = 0; c < RG_MMVQ_NC; c++) {
+            for (int c = 0; c < NC; c++) {
 #pragma unroll
                 for (int r = 0; r < RG_MMVQ_ROWS; r++) {
                     if (c < ncols && r < nrows) acc[r][c] += wv[r].dot(ok, arow + c * p.act_row, u);
@@ -535,11 +537,11 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
             }
         }
     }
-    __shared__ float red[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][RG_MMVQ_NC];
+    __shared__ float red[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][NC];
 #pragma unroll
     for (int r = 0; r < RG_MMVQ_ROWS; r++) {
 #pragma unroll
-        for (int c = 0; c < RG_MMVQ_NC; c++) {
+        for (int c = 0; c < NC; c++) {
             float v = acc[r][c];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -547,7 +549,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
         }
     }
     __syncthreads();
-    const int r = threadIdx.x / RG_MMVQ_NC, c = threadIdx.x % RG_MMVQ_NC;
+    const int r = threadIdx.x / NC, c = threadIdx.x % NC;
     if (r < nrows && c < ncols) {
         float v = 0.0f;
 #pragma unroll
@@ -557,7 +559,17 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
     }
 }
 
-// `call` is the kernel template instantiation (rg_mmvq<W> or rg_mmvq_staged<W>).
+template <class W>
+__device__ __forceinline__ void rg_mmvq_staged_tile(float* dst, const char* w, const char* act, const RgMmvq& p) {
+    rg_mmvq_staged<W, RG_MMVQ_NC>(dst, w, act, p);
+}
+template <class W>
+__device__ __forceinline__ void rg_mmvq_staged_n1(float* dst, const char* w, const char* act, const RgMmvq& p) {
+    rg_mmvq_staged<W, 1>(dst, w, act, p);
+}
+
+// `call` is the kernel template instantiation (rg_mmvq<W>, rg_mmvq_staged_tile<W> or
+// rg_mmvq_staged_n1<W>).
 #define RG_MMVQ_ENTRY(name, call) \
     extern "C" __global__ void __launch_bounds__(RG_MMVQ_THREADS) name(float* dst, const char* w, const char* act, RgMmvq p) { \
         call(dst, w, act, p); \
@@ -573,13 +585,23 @@ RG_MMVQ_ENTRY(rg_mmvq_q3_k, rg_mmvq<WQ3_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q4_k, rg_mmvq<WQK45<false>>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_k, rg_mmvq<WQK45<true>>)
 RG_MMVQ_ENTRY(rg_mmvq_q6_k, rg_mmvq<WQ6_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged, rg_mmvq_staged<WQ4_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged<WQ4_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged<WQ5_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged<WQ5_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged<WQ8_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged, rg_mmvq_staged<WQ2_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged, rg_mmvq_staged<WQ3_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged, rg_mmvq_staged<WQK45<false>>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged, rg_mmvq_staged<WQK45<true>>)
-RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged, rg_mmvq_staged<WQ6_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged, rg_mmvq_staged_tile<WQ4_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged_tile<WQ4_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged_tile<WQ5_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged_tile<WQ5_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged_tile<WQ8_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged, rg_mmvq_staged_tile<WQ2_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged, rg_mmvq_staged_tile<WQ3_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged, rg_mmvq_staged_tile<WQK45<false>>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged, rg_mmvq_staged_tile<WQK45<true>>)
+RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged, rg_mmvq_staged_tile<WQ6_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged_n1, rg_mmvq_staged_n1<WQ4_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged_n1, rg_mmvq_staged_n1<WQ4_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged_n1, rg_mmvq_staged_n1<WQ5_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged_n1, rg_mmvq_staged_n1<WQ5_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged_n1, rg_mmvq_staged_n1<WQ8_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged_n1, rg_mmvq_staged_n1<WQ2_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged_n1, rg_mmvq_staged_n1<WQ3_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged_n1, rg_mmvq_staged_n1<WQK45<false>>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged_n1, rg_mmvq_staged_n1<WQK45<true>>)
+RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged_n1, rg_mmvq_staged_n1<WQ6_K>)

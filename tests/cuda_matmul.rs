@@ -307,8 +307,8 @@ fn staged_dot_kernels_match_the_cpu_and_the_generic_ones() {
     }
     let Some(gpu) = gpu else { return };
     let generic = gpu.clone().with_staged_mmvq(false);
-    for &wt in &quantized {
-        let (k, m, n) = (ks(wt)[1], 37usize, 9usize);
+    for (wt, n) in quantized.iter().flat_map(|&wt| [(wt, 1usize), (wt, 9)]) {
+        let (k, m) = (ks(wt)[1], 37usize);
         let (bytes, _) = weights(wt, k, m, 91);
         let mut ctx = Context::new();
         let w = ctx.new_tensor(wt, &[k as i64, m as i64]).unwrap();
@@ -320,6 +320,6 @@ fn staged_dot_kernels_match_the_cpu_and_the_generic_ones() {
             let st = be.run(&ctx, &g).unwrap();
             st.read_f32(&ctx, out).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
         };
-        assert_eq!(bits(&gpu), bits(&generic), "{wt:?}: staged and generic kernels differ");
+        assert_eq!(bits(&gpu), bits(&generic), "{wt:?} n={n}: staged and generic kernels differ");
     }
 }

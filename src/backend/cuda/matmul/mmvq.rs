@@ -45,9 +45,9 @@ pub(crate) const Q8_36: usize = 36;
 pub(crate) struct QSpec {
     /// Dot kernel in `kernels/mmvq.cu`.
     pub kernel: &'static str,
-    /// Its staged variant ([`staged_kernel`]), for weight rows aligned to
-    /// `stage_align` and 16-byte aligned activation rows.
-    pub staged: Option<&'static str>,
+    /// Its staged variants ([`staged_kernel`]), for weight rows aligned to
+    /// `stage_align` and 16-byte aligned activation rows: `[N = 1, tiles of NC]`.
+    pub staged: Option<[&'static str; 2]>,
     /// The alignment the staged kernel needs of every weight row: its copy
     /// vectors, 16 bytes, or 8 where 32 units (4 super-blocks of Q3_K or
     /// Q6_K) are not whole 16-byte vectors.
@@ -64,16 +64,16 @@ impl QSpec {
     /// The spec of quantized weight type `w`, or `None` for other types.
     pub fn of(w: DType) -> Option<QSpec> {
         let staged = match w {
-            DType::Q4_0 => "rg_mmvq_q4_0_staged",
-            DType::Q4_1 => "rg_mmvq_q4_1_staged",
-            DType::Q5_0 => "rg_mmvq_q5_0_staged",
-            DType::Q5_1 => "rg_mmvq_q5_1_staged",
-            DType::Q8_0 => "rg_mmvq_q8_0_staged",
-            DType::Q2_K => "rg_mmvq_q2_k_staged",
-            DType::Q3_K => "rg_mmvq_q3_k_staged",
-            DType::Q4_K => "rg_mmvq_q4_k_staged",
-            DType::Q5_K => "rg_mmvq_q5_k_staged",
-            DType::Q6_K => "rg_mmvq_q6_k_staged",
+            DType::Q4_0 => ["rg_mmvq_q4_0_staged_n1", "rg_mmvq_q4_0_staged"],
+            DType::Q4_1 => ["rg_mmvq_q4_1_staged_n1", "rg_mmvq_q4_1_staged"],
+            DType::Q5_0 => ["rg_mmvq_q5_0_staged_n1", "rg_mmvq_q5_0_staged"],
+            DType::Q5_1 => ["rg_mmvq_q5_1_staged_n1", "rg_mmvq_q5_1_staged"],
+            DType::Q8_0 => ["rg_mmvq_q8_0_staged_n1", "rg_mmvq_q8_0_staged"],
+            DType::Q2_K => ["rg_mmvq_q2_k_staged_n1", "rg_mmvq_q2_k_staged"],
+            DType::Q3_K => ["rg_mmvq_q3_k_staged_n1", "rg_mmvq_q3_k_staged"],
+            DType::Q4_K => ["rg_mmvq_q4_k_staged_n1", "rg_mmvq_q4_k_staged"],
+            DType::Q5_K => ["rg_mmvq_q5_k_staged_n1", "rg_mmvq_q5_k_staged"],
+            DType::Q6_K => ["rg_mmvq_q6_k_staged_n1", "rg_mmvq_q6_k_staged"],
             _ => return None,
         };
         // bytes of 32 units, copied in 16-byte vectors where they are whole ones
@@ -106,12 +106,19 @@ impl QSpec {
 /// The dot kernel for weights `w` (at device address `ptr`, layout `l`) and
 /// activation rows of `act_row` bytes: the staged variant when every weight
 /// row starts aligned to its copy vectors and every activation row 16-byte
-/// aligned, else the generic kernel.
-pub(crate) fn staged_kernel(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize) -> &'static str {
+/// aligned (the `_n1` one for `n` = 1 activation row per batch), else the
+/// generic kernel.
+pub(crate) fn staged_kernel(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize, n: i64) -> &'static str {
     let a = spec.stage_align;
     let rows_aligned = ptr.is_multiple_of(a as u64) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(a));
     match spec.staged {
-        Some(k) if rows_aligned && act_row.is_multiple_of(16) => k,
+        Some([one, tile]) if rows_aligned && act_row.is_multiple_of(16) => {
+            if n == 1 {
+                one
+            } else {
+                tile
+            }
+        }
         _ => spec.kernel,
     }
 }
@@ -249,9 +256,9 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
         units,
         pad: 0,
     };
-    let kernel = if staged { staged_kernel(&spec, a.ptr, &al, act_row) } else { spec.kernel };
-    // the staged kernels take ROWS weight rows per block
-    let blocks_x = if spec.staged == Some(kernel) { (d.ne[0] + ROWS - 1) / ROWS } else { d.ne[0] };
+    let kernel = if staged { staged_kernel(&spec, a.ptr, &al, act_row, d.ne[1]) } else { spec.kernel };
+    // the staged kernels take ROWS weight rows per block (and the `_n1` ones one activation row)
+    let blocks_x = if kernel == spec.kernel { d.ne[0] } else { (d.ne[0] + ROWS - 1) / ROWS };
     let (gx, gy, gz) = grid(blocks_x, d.ne[1], d.ne[2] * d.ne[3])?;
     if gx == 0 || gy == 0 || gz == 0 {
         return Ok(());
@@ -337,27 +344,28 @@ mod tests {
     }
 
     #[test]
-    fn staged_kernels_need_16_byte_aligned_rows() {
+    fn staged_kernels_need_aligned_rows() {
         let q4 = QSpec::of(DType::Q4_0).unwrap();
         let l = |k: i64, m: i64| Layout::contiguous(DType::Q4_0, [k, m, 1, 1]).unwrap();
         // K = 1280: 720-byte weight rows, 1440-byte activation rows
-        assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 1440), "rg_mmvq_q4_0_staged");
-        assert_eq!(staged_kernel(&q4, 512 + 18, &l(1280, 4), 1440), "rg_mmvq_q4_0");
+        assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 1440, 9), "rg_mmvq_q4_0_staged");
+        assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 1440, 1), "rg_mmvq_q4_0_staged_n1");
+        assert_eq!(staged_kernel(&q4, 512 + 18, &l(1280, 4), 1440, 1), "rg_mmvq_q4_0");
         // K = 416: 234-byte rows
-        assert_eq!(staged_kernel(&q4, 512, &l(416, 4), 468), "rg_mmvq_q4_0");
+        assert_eq!(staged_kernel(&q4, 512, &l(416, 4), 468, 1), "rg_mmvq_q4_0");
         // one row: its stride does not matter; activation rows must still be aligned
-        assert_eq!(staged_kernel(&q4, 512, &l(416, 1), 1440), "rg_mmvq_q4_0_staged");
-        assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 468), "rg_mmvq_q4_0");
+        assert_eq!(staged_kernel(&q4, 512, &l(416, 1), 1440, 2), "rg_mmvq_q4_0_staged");
+        assert_eq!(staged_kernel(&q4, 512, &l(1280, 4), 468, 1), "rg_mmvq_q4_0");
         // k-quants: Q4_K's 4 super-blocks are 36 16-byte vectors, Q6_K's 105 8-byte ones
         let q4k = QSpec::of(DType::Q4_K).unwrap();
         let lk = Layout::contiguous(DType::Q4_K, [1024, 4, 1, 1]).unwrap();
-        assert_eq!(staged_kernel(&q4k, 512, &lk, 1168), "rg_mmvq_q4_k_staged");
-        assert_eq!(staged_kernel(&q4k, 512, &lk, 292), "rg_mmvq_q4_k");
+        assert_eq!(staged_kernel(&q4k, 512, &lk, 1168, 3), "rg_mmvq_q4_k_staged");
+        assert_eq!(staged_kernel(&q4k, 512, &lk, 292, 3), "rg_mmvq_q4_k");
         let q6k = QSpec::of(DType::Q6_K).unwrap();
         assert_eq!(q6k.stage_align, 8);
         let l6 = Layout::contiguous(DType::Q6_K, [1024, 4, 1, 1]).unwrap();
-        assert_eq!(staged_kernel(&q6k, 512 + 840, &l6, 1168), "rg_mmvq_q6_k_staged");
-        assert_eq!(staged_kernel(&q6k, 512 + 420, &l6, 1168), "rg_mmvq_q6_k");
+        assert_eq!(staged_kernel(&q6k, 512 + 840, &l6, 1168, 1), "rg_mmvq_q6_k_staged_n1");
+        assert_eq!(staged_kernel(&q6k, 512 + 420, &l6, 1168, 1), "rg_mmvq_q6_k");
     }
 
     #[test]
