@@ -396,7 +396,38 @@ struct WQ6_K {
     }
 };
 
-// ---- the kernel ------------------------------------------------------------
+// ---- the kernels --------------------------------------------------------------
+
+// The block's sums: acc[r][c] of every thread, added over each warp by a
+// shuffle tree, then over the warps in order, into dst[row0 + r, col0 + c]
+// for the first nrows rows and ncols columns. One __syncthreads: every thread
+// of the block must call it.
+template <int ROWS, int NC>
+__device__ __forceinline__ void rg_mmvq_store(const float (&acc)[ROWS][NC], float* dst, const RgMmvq& p, i64 row0,
+                                              int nrows, i64 col0, int ncols, i64 i2, i64 i3) {
+    __shared__ float red[RG_MMVQ_THREADS / 32][ROWS][NC];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float v = acc[r][c];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) red[wid][r][c] = v;
+        }
+    }
+    __syncthreads();
+    const int r = threadIdx.x / NC, c = threadIdx.x % NC;
+    if (r < nrows && c < ncols) {
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < RG_MMVQ_THREADS / 32; k++) v += red[k][r][c];
+        char* out = (char*)dst + (row0 + r) * 4 + (col0 + c) * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+        *(float*)out = v;
+    }
+}
+
 
 template <class W>
 __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* act, const RgMmvq& p) {
@@ -408,9 +439,9 @@ __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* a
     const int ncols = left < RG_MMVQ_NC ? (int)left : RG_MMVQ_NC;
     const char* wrow = w + row * p.w_nb1 + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
     const char* arow = act + ((i3 * p.ne2 + i2) * p.n + col0) * p.act_row;
-    float acc[RG_MMVQ_NC];
+    float acc[1][RG_MMVQ_NC];
 #pragma unroll
-    for (int c = 0; c < RG_MMVQ_NC; c++) acc[c] = 0.0f;
+    for (int c = 0; c < RG_MMVQ_NC; c++) acc[0][c] = 0.0f;
     // uniform trip count: every lane reaches the shuffles of the k-quant dots
     for (int base = 0; base < p.units; base += RG_MMVQ_THREADS) {
         const int u = base + (int)threadIdx.x;
@@ -419,26 +450,10 @@ __device__ __forceinline__ void rg_mmvq(float* dst, const char* w, const char* a
         if (ok) wv.load(wrow, u);
 #pragma unroll
         for (int c = 0; c < RG_MMVQ_NC; c++) {
-            if (c < ncols) acc[c] += wv.dot(ok, arow + c * p.act_row, u);
+            if (c < ncols) acc[0][c] += wv.dot(ok, arow + c * p.act_row, u);
         }
     }
-    __shared__ float red[RG_MMVQ_THREADS / 32][RG_MMVQ_NC];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-#pragma unroll
-    for (int c = 0; c < RG_MMVQ_NC; c++) {
-        float v = acc[c];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) red[wid][c] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < ncols) {
-        float v = 0.0f;
-#pragma unroll
-        for (int k = 0; k < RG_MMVQ_THREADS / 32; k++) v += red[k][threadIdx.x];
-        char* out = (char*)dst + row * 4 + (col0 + threadIdx.x) * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
-        *(float*)out = v;
-    }
+    rg_mmvq_store<1, RG_MMVQ_NC>(acc, dst, p, row, 1, col0, ncols, i2, i3);
 }
 
 // ---- the staged kernel ----------------------------------------------------------
@@ -537,26 +552,7 @@ __device__ __forceinline__ void rg_mmvq_staged(float* dst, const char* w, const 
             }
         }
     }
-    __shared__ float red[RG_MMVQ_THREADS / 32][RG_MMVQ_ROWS][NC];
-#pragma unroll
-    for (int r = 0; r < RG_MMVQ_ROWS; r++) {
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            float v = acc[r][c];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) red[wid][r][c] = v;
-        }
-    }
-    __syncthreads();
-    const int r = threadIdx.x / NC, c = threadIdx.x % NC;
-    if (r < nrows && c < ncols) {
-        float v = 0.0f;
-#pragma unroll
-        for (int k = 0; k < RG_MMVQ_THREADS / 32; k++) v += red[k][r][c];
-        char* out = (char*)dst + (row0 + r) * 4 + (col0 + c) * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
-        *(float*)out = v;
-    }
+    rg_mmvq_store<RG_MMVQ_ROWS, NC>(acc, dst, p, row0, nrows, col0, ncols, i2, i3);
 }
 
 template <class W>
