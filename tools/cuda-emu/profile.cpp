@@ -3,8 +3,10 @@
 // them: one request per (warp, instruction, n-th execution of it by each
 // lane). Per launch it appends one tab-separated line to FILE:
 //   kernel grid block bytes requests sectors unique_sectors
-// where sectors sums, over requests, the distinct 32-byte sectors a request
-// touches, and unique_sectors counts distinct sectors over the whole launch.
+// where bytes sums, over requests, the bytes of the distinct addresses a
+// request names (a broadcast read counts once), sectors the distinct 32-byte
+// sectors a request touches, and unique_sectors counts distinct sectors over
+// the whole launch.
 // bytes / (32 * sectors) is the coalescing efficiency (1: every fetched
 // sector fully used); 32 * unique_sectors is the least DRAM traffic.
 // tools/cuda-emu/profile.py summarizes the file per kernel.
@@ -29,11 +31,15 @@ struct Key {
 struct KeyHash {
     size_t operator()(const Key& x) const { return (x.pc * 0x9E3779B97F4A7C15ull) ^ (x.warp << 20) ^ x.k; }
 };
+// One request: the sectors it touches and the distinct addresses its lanes name.
+struct Request {
+    std::vector<uintptr_t> sectors, addrs;
+};
 struct LaunchStats {
     unsigned long long bytes = 0, requests = 0, sectors = 0;
     std::unordered_set<uintptr_t> unique;
-    // the running block: each request's sectors; each thread's executions per instruction
-    std::unordered_map<Key, std::vector<uintptr_t>, KeyHash> groups;
+    // the running block: each request; each thread's executions per instruction
+    std::unordered_map<Key, Request, KeyHash> groups;
     std::vector<std::unordered_map<uintptr_t, unsigned>> seen;
 };
 thread_local LaunchStats stats;
@@ -56,15 +62,21 @@ void profile_access(uintptr_t a, size_t n, uintptr_t pc) {
     auto& g = stats.groups[Key{t / 32, pc, k}];
     for (uintptr_t s = a / 32; s <= (a + n - 1) / 32; s++) {
         bool have = false;
-        for (uintptr_t x : g) have |= x == s;
-        if (!have) g.push_back(s);
+        for (uintptr_t x : g.sectors) have |= x == s;
+        if (!have) g.sectors.push_back(s);
         stats.unique.insert(s);
     }
-    stats.bytes += n;
+    // lanes naming the same address (a broadcast) count its bytes once
+    bool seen = false;
+    for (uintptr_t x : g.addrs) seen |= x == a;
+    if (!seen) {
+        g.addrs.push_back(a);
+        stats.bytes += n;
+    }
 }
 
 void profile_block_end() {
-    for (auto& [key, g] : stats.groups) stats.sectors += g.size();
+    for (auto& [key, g] : stats.groups) stats.sectors += g.sectors.size();
     stats.requests += stats.groups.size();
     stats.groups.clear();
     for (auto& m : stats.seen) m.clear();

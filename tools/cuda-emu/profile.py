@@ -3,7 +3,8 @@
 
     python3 tools/cuda-emu/profile.py FILE
 
-Columns: launches; MB requested (bytes the kernel's loads and stores name);
+Columns: launches; MB requested (bytes the kernel's loads and stores name, a
+broadcast read, every lane of a warp at one address, counted once);
 bytes per request (of one warp's access, 128 for coalesced 4-byte accesses,
 512 for 16-byte ones); coalescing, requested bytes / (32 x sectors fetched per
 request), 1.00 when every fetched 32-byte sector is fully used; refetch,

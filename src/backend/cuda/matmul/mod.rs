@@ -3,7 +3,7 @@
 //! function the CPU backend computes, by weight type:
 //!
 //! - **F32**: cuBLAS SGEMM on F32 operands (strided activations, or F16/BF16
-//!   ones, are first copied to packed F32).
+//!   ones, are first copied to packed F32 by the copy kernels).
 //! - **F16, BF16**: the activations are rounded to the weight type (as ggml
 //!   and the CPU do; a copy kernel, which also packs strided rows), then
 //!   `cublasGemmStridedBatchedEx` with 16-bit inputs, F32 accumulation
@@ -91,17 +91,27 @@ fn as_gemm_operand(dev: &Device, b: Bound, t: GemmType) -> Result<(Bound, Option
     if gemm_ready(&b, t.dtype()) {
         return Ok((b, None));
     }
-    if t == GemmType::F32 {
+    if t == GemmType::F32 && b.l.dtype.is_quantized() {
         let (buf, l) = to_f32_rows(dev, &b)?;
         let ptr = buf.device_ptr(&dev.stream).0;
         return Ok((Bound { ptr, l }, Some(Scratch::F32(buf))));
     }
+    // plain sources go through `copy`, which has the packed, converting and
+    // tiled transposing fast paths (a transposed V view is read coalesced)
     let n = b.l.nelements().max(1) as usize;
-    let buf = dev.stream.alloc_zeros::<u16>(n).map_err(|e| Error::Invalid(format!("cuda alloc: {e:?}")))?;
-    let ptr = buf.device_ptr(&dev.stream).0;
+    let alloc_err = |e: cudarc::driver::DriverError| Error::Invalid(format!("cuda alloc: {e:?}"));
+    let (ptr, keep) = if t == GemmType::F32 {
+        let buf = dev.stream.alloc_zeros::<f32>(n).map_err(alloc_err)?;
+        let ptr = buf.device_ptr(&dev.stream).0;
+        (ptr, Scratch::F32(buf))
+    } else {
+        let buf = dev.stream.alloc_zeros::<u16>(n).map_err(alloc_err)?;
+        let ptr = buf.device_ptr(&dev.stream).0;
+        (ptr, Scratch::U16(buf))
+    };
     let packed = Bound { ptr, l: Layout::contiguous(t.dtype(), b.l.ne)? };
     copy(dev, packed, b)?;
-    Ok((packed, Some(Scratch::U16(buf))))
+    Ok((packed, Some(keep)))
 }
 
 fn int(v: i64, what: &str) -> Result<c_int> {
