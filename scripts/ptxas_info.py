@@ -5,7 +5,7 @@ for a real architecture (default sm_90), through NVRTC: no GPU needed.
     RGML_NVRTC_LIB_DIR=.../nvidia/cu13/lib python3 scripts/ptxas_info.py [module ...] [--arch sm_90]
 
 Modules are kernels/*.cu stems (default: all); the source is assembled as
-src/backend/cuda/kernels.rs does (prelude, quant.cuh for the modules it lists).
+src/backend/cuda/kernels.rs does (the prelude, then the HEADERS listed for it).
 The NVRTC library directory must also be on LD_LIBRARY_PATH (for
 libnvrtc-builtins), as .ci/run sets it.
 """
@@ -20,10 +20,10 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 def source(module):
     k = open(os.path.join(ROOT, "src/backend/cuda/kernels.rs")).read()
-    quant = re.search(r"QUANT_MODULES: &\[&str\] = &\[([^\]]*)\]", k).group(1)
     parts = [open(os.path.join(ROOT, "kernels/prelude.cuh")).read()]
-    if f'"{module}"' in quant:
-        parts.append(open(os.path.join(ROOT, "kernels/quant.cuh")).read())
+    for file, mods in re.findall(r'Header \{ file: "([^"]+)".*modules: &\[([^\]]*)\]', k):
+        if f'"{module}"' in mods:
+            parts.append(open(os.path.join(ROOT, "kernels", file)).read())
     parts.append(open(os.path.join(ROOT, f"kernels/{module}.cu")).read())
     return "\n".join(parts)
 

@@ -15,8 +15,11 @@ FLAGS=(-std=c++17 -g -fPIC -ffp-contract=off -fno-fast-math -Wall -Wno-unknown-p
 KERNEL_FLAGS=(-O1 -fno-tree-sra -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
               --param asan-stack=0 --param asan-globals=0)
 mkdir -p "$OUT/obj"
-# the modules compiled with quant.cuh, as src/backend/cuda/kernels.rs says
-QUANT_MODULES=$(grep -oE 'QUANT_MODULES: &\[&str\] = &\[[^]]*\]' src/backend/cuda/kernels.rs | grep -oE '"[a-z_0-9]+"' | tr -d '"')
+# the headers and the modules they go to, as HEADERS in src/backend/cuda/kernels.rs says:
+# one "file module module ..." line per header
+HEADERS=$(grep -oE 'Header \{ file: "[a-z_0-9.]+".*modules: &\[[^]]*\]' src/backend/cuda/kernels.rs \
+          | sed -E 's/Header \{ file: "([^"]+)".*modules: &\[([^]]*)\]/\1 \2/' | tr -d '",')
+[ -n "$HEADERS" ] || { echo "cuda-emu: no HEADERS found in src/backend/cuda/kernels.rs" >&2; exit 1; }
 objs=()
 for cu in kernels/*.cu; do
     m=$(basename "$cu" .cu)
@@ -26,10 +29,12 @@ for cu in kernels/*.cu; do
         echo "namespace rg_module_$m {"
         echo "#line 1 \"kernels/prelude.cuh\""
         cat kernels/prelude.cuh
-        if grep -qx "$m" <<<"$QUANT_MODULES"; then
-            echo "#line 1 \"kernels/quant.cuh\""
-            cat kernels/quant.cuh
-        fi
+        while read -r h mods; do
+            if [[ " $mods " == *" $m "* ]]; then
+                echo "#line 1 \"kernels/$h\""
+                cat "kernels/$h"
+            fi
+        done <<<"$HEADERS"
         echo "#line 1 \"$cu\""
         cat "$cu"
     } >"$src"

@@ -10,13 +10,25 @@ use crate::layout::Layout;
 pub const PRELUDE: &str = include_str!("../../../kernels/prelude.cuh");
 
 /// The block-type header (`kernels/quant.cuh`): block structs, per-value
-/// dequantization, the 32-value quantizers. Appended after [`PRELUDE`] for the
-/// modules in [`QUANT_MODULES`].
+/// dequantization, the 32-value quantizers.
 pub const QUANT: &str = include_str!("../../../kernels/quant.cuh");
 
-/// The modules compiled with [`QUANT`] as well (a module opts in by being
-/// listed here; its own names must not start with `rgq_`/`RgqBlock`).
-pub const QUANT_MODULES: &[&str] = &["copy", "rows"];
+/// A header compiled in front of some modules (after the prelude).
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// Its file under `kernels/`.
+    pub file: &'static str,
+    /// Its text.
+    pub source: &'static str,
+    /// The modules it goes to (a module's own names must not clash with it).
+    pub modules: &'static [&'static str],
+}
+
+/// The headers, in the order they are prepended.
+pub const HEADERS: &[Header] = &[
+    Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows"] },
+    Header { file: "mmvq_blocks.cuh", source: include_str!("../../../kernels/mmvq_blocks.cuh"), modules: &["mmvq"] },
+];
 
 /// Every kernel module: `(name, source)`, one per op family. The name is the
 /// file stem under `kernels/`.
@@ -34,15 +46,19 @@ pub const MODULES: &[(&str, &str)] = &[
     ("mmvq", include_str!("../../../kernels/mmvq.cu")),
 ];
 
-/// The source of module `name` as NVRTC compiles it: the prelude, then
-/// (for [`QUANT_MODULES`]) the block-type header, then the file.
+/// The source of module `name` as NVRTC compiles it: the prelude, then the
+/// [`HEADERS`] listed for it, then the file.
 pub fn module_source(name: &str) -> Result<String> {
     let (_, src) = MODULES
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| Error::Invalid(format!("no CUDA kernel module named {name:?}")))?;
-    let quant = if QUANT_MODULES.contains(&name) { format!("\n#line 1 \"quant.cuh\"\n{QUANT}") } else { String::new() };
-    Ok(format!("{PRELUDE}{quant}\n#line 1 \"{name}.cu\"\n{src}"))
+    let headers: String = HEADERS
+        .iter()
+        .filter(|h| h.modules.contains(&name))
+        .map(|h| format!("\n#line 1 \"{}\"\n{}", h.file, h.source))
+        .collect();
+    Ok(format!("{PRELUDE}{headers}\n#line 1 \"{name}.cu\"\n{src}"))
 }
 
 /// Binary op codes of `rg_binary*` (`kernels/binary.cu`).
@@ -217,10 +233,12 @@ mod tests {
     }
 
     #[test]
-    fn quant_header_goes_to_the_listed_modules_only() {
+    fn headers_go_to_the_listed_modules_only() {
         for (n, _) in MODULES {
             let src = module_source(n).unwrap();
-            assert_eq!(src.contains(QUANT), QUANT_MODULES.contains(n), "{n}");
+            for h in HEADERS {
+                assert_eq!(src.contains(h.source), h.modules.contains(n), "{n} and {}", h.file);
+            }
         }
         let t = Layout::contiguous(DType::Q4_K, [256, 2, 1, 1]).unwrap();
         let t = Layout { ne: [2, 256, 1, 1], nb: [t.nb[1], t.nb[0], t.nb[2], t.nb[3]], block_dim: 1, ..t };
@@ -246,6 +264,21 @@ mod tests {
             assert!(module_source(n).unwrap().starts_with(PRELUDE));
         }
         assert!(module_source("nope").is_err());
+        // every header but the prelude is in HEADERS, for modules that exist
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let mut headers: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.ok()?.path();
+                (p.extension()? == "cuh").then(|| p.file_name().unwrap().to_string_lossy().into_owned())
+            })
+            .filter(|f| f != "prelude.cuh")
+            .collect();
+        headers.sort();
+        let mut listed: Vec<String> = HEADERS.iter().map(|h| h.file.to_string()).collect();
+        listed.sort();
+        assert_eq!(headers, listed);
+        assert!(HEADERS.iter().all(|h| h.modules.iter().all(|m| MODULES.iter().any(|(n, _)| n == m))));
     }
 }
 
