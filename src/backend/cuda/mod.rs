@@ -39,6 +39,7 @@ mod nvrtc;
 pub mod probe;
 mod quant;
 mod storage;
+mod upload;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -85,6 +86,7 @@ pub(crate) struct Device {
     arch: String,
     name: String,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    staging: upload::Staging,
 }
 
 /// Dynamic shared memory per block any kernel may use without opting in.
@@ -145,6 +147,7 @@ impl CudaBackend {
             arch: arch_for(major, minor),
             name,
             modules: Mutex::new(HashMap::new()),
+            staging: upload::Staging::default(),
         };
         // RGML_CUDA_MMVQ=generic: the generic dot kernels by default (an A/B switch for a GPU run)
         let staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use super::exec::{cuda_err, to_f32_rows};
 use super::{CudaBackend, CudaRules, Device};
@@ -47,12 +47,6 @@ impl std::fmt::Debug for CudaStorage {
             self.spare.len()
         )
     }
-}
-
-/// `bytes` in a new device buffer (one zero byte for an empty leaf).
-fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<CudaSlice<u8>> {
-    if bytes.is_empty() { stream.alloc_zeros::<u8>(1) } else { stream.clone_htod(bytes) }
-        .map_err(cuda_err("upload leaf"))
 }
 
 /// Where one storage root's bytes are on the device, for one compute.
@@ -179,7 +173,7 @@ impl CudaStorage {
             };
             if !held(self, root, written) {
                 let bytes = ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?;
-                fresh.insert(root, upload(&self.dev.stream, bytes)?);
+                fresh.insert(root, self.dev.staging.upload(&self.dev.ctx, &self.dev.stream, bytes)?);
             }
         }
         let mut pool = std::mem::take(&mut self.spare);
