@@ -6,7 +6,8 @@
 //! structs ([`kernels`]); NVRTC compilation cached per (module, arch)
 //! ([`compile`]); [`CudaBackend`], which opens a device and its stream, binds a
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
-//! buffer, leaves uploaded once) and runs graphs node by node
+//! buffer, leaves uploaded once, those of 16 MiB and more through two pinned
+//! staging buffers) and runs graphs node by node
 //! ([`CudaBackend::compute`]); `mul_mat` for every weight type the CPU takes:
 //! cuBLAS SGEMM for F32 weights, `cublasGemmStridedBatchedEx` with F16/BF16
 //! inputs and F32 accumulation for F16/BF16 weights, and for Q4_0 … Q6_K the
