@@ -13,7 +13,8 @@
 //! inputs and F32 accumulation for F16/BF16 weights, and for Q4_0 … Q6_K the
 //! activations quantized on the device to the CPU's dot partner bytes and
 //! dotted with the weight blocks by `kernels/mmvq.cu` (the CPU's arithmetic;
-//! one kernel for every batch size, no tensor-core int8 GEMM yet).
+//! generic and staged kernels for every batch size, no tensor-core int8 GEMM
+//! yet).
 //!
 //! Block types (`kernels/quant.cuh`, host side in `quant.rs`): all 12 of them
 //! (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K … Q6_K, Q8_K) are dequantized on
