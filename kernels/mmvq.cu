@@ -206,33 +206,57 @@ __device__ __forceinline__ void rg_mmvq_staged_n1(float* dst, const char* w, con
         call(dst, w, act, p); \
     }
 
+// Each weight type's three kernels. The host loads module mmvq_<type>, this
+// file with RG_MMVQ_TYPE defined to the type's code, so a model compiles only
+// the types it has (all of them take about 14 s of NVRTC time for sm_90);
+// module "mmvq" (RG_MMVQ_TYPE undefined) has every type.
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q4_0
 RG_MMVQ_ENTRY(rg_mmvq_q4_0, rg_mmvq<WQ4_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_1, rg_mmvq<WQ4_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_0, rg_mmvq<WQ5_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_1, rg_mmvq<WQ5_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q8_0, rg_mmvq<WQ8_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q2_k, rg_mmvq<WQ2_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q3_k, rg_mmvq<WQ3_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_k, rg_mmvq<WQK45<false>>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_k, rg_mmvq<WQK45<true>>)
-RG_MMVQ_ENTRY(rg_mmvq_q6_k, rg_mmvq<WQ6_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged, rg_mmvq_staged_tile<WQ4_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged_tile<WQ4_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged_tile<WQ5_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged_tile<WQ5_1>)
-RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged_tile<WQ8_0>)
-RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged, rg_mmvq_staged_tile<WQ2_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged, rg_mmvq_staged_tile<WQ3_K>)
-RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged, rg_mmvq_staged_tile<WQK45<false>>)
-RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged, rg_mmvq_staged_tile<WQK45<true>>)
-RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged, rg_mmvq_staged_tile<WQ6_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q4_0_staged_n1, rg_mmvq_staged_n1<WQ4_0>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q4_1
+RG_MMVQ_ENTRY(rg_mmvq_q4_1, rg_mmvq<WQ4_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged, rg_mmvq_staged_tile<WQ4_1>)
 RG_MMVQ_ENTRY(rg_mmvq_q4_1_staged_n1, rg_mmvq_staged_n1<WQ4_1>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q5_0
+RG_MMVQ_ENTRY(rg_mmvq_q5_0, rg_mmvq<WQ5_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged, rg_mmvq_staged_tile<WQ5_0>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_0_staged_n1, rg_mmvq_staged_n1<WQ5_0>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q5_1
+RG_MMVQ_ENTRY(rg_mmvq_q5_1, rg_mmvq<WQ5_1>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged, rg_mmvq_staged_tile<WQ5_1>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_1_staged_n1, rg_mmvq_staged_n1<WQ5_1>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q8_0
+RG_MMVQ_ENTRY(rg_mmvq_q8_0, rg_mmvq<WQ8_0>)
+RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged, rg_mmvq_staged_tile<WQ8_0>)
 RG_MMVQ_ENTRY(rg_mmvq_q8_0_staged_n1, rg_mmvq_staged_n1<WQ8_0>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q2_K
+RG_MMVQ_ENTRY(rg_mmvq_q2_k, rg_mmvq<WQ2_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged, rg_mmvq_staged_tile<WQ2_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q2_k_staged_n1, rg_mmvq_staged_n1<WQ2_K>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q3_K
+RG_MMVQ_ENTRY(rg_mmvq_q3_k, rg_mmvq<WQ3_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged, rg_mmvq_staged_tile<WQ3_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q3_k_staged_n1, rg_mmvq_staged_n1<WQ3_K>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q4_K
+RG_MMVQ_ENTRY(rg_mmvq_q4_k, rg_mmvq<WQK45<false>>)
+RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged, rg_mmvq_staged_tile<WQK45<false>>)
 RG_MMVQ_ENTRY(rg_mmvq_q4_k_staged_n1, rg_mmvq_staged_n1<WQK45<false>>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q5_K
+RG_MMVQ_ENTRY(rg_mmvq_q5_k, rg_mmvq<WQK45<true>>)
+RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged, rg_mmvq_staged_tile<WQK45<true>>)
 RG_MMVQ_ENTRY(rg_mmvq_q5_k_staged_n1, rg_mmvq_staged_n1<WQK45<true>>)
+#endif
+#if !defined(RG_MMVQ_TYPE) || RG_MMVQ_TYPE == RG_Q6_K
+RG_MMVQ_ENTRY(rg_mmvq_q6_k, rg_mmvq<WQ6_K>)
+RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged, rg_mmvq_staged_tile<WQ6_K>)
 RG_MMVQ_ENTRY(rg_mmvq_q6_k_staged_n1, rg_mmvq_staged_n1<WQ6_K>)
+#endif

@@ -1,5 +1,6 @@
-//! Every `kernels/*.cu` module compiles with NVRTC for `compute_90` (no GPU
-//! needed, only the NVRTC library). NVRTC is found through `LD_LIBRARY_PATH`,
+//! Every `kernels/*.cu` module compiles with NVRTC to PTX for `compute_90`
+//! and to machine code (a CUBIN) for `sm_90`, whose kernels are the PTX's
+//! entry points (no GPU needed, only the NVRTC library). NVRTC is found through `LD_LIBRARY_PATH`,
 //! `RGML_NVRTC_LIB_DIR` / `RGML_CUDA_LIB_DIR`, or the pip wheel
 //! `nvidia-cuda-nvrtc` (its `nvidia/cu13/lib`) under the usual Python
 //! site-packages directories. Without NVRTC the test prints `SKIP: …` and passes;
@@ -41,7 +42,7 @@ fn has_nvrtc(dir: &Path) -> bool {
 }
 
 #[test]
-fn every_kernel_compiles_for_compute_90() {
+fn every_kernel_compiles_for_compute_90_and_sm_90() {
     if std::env::var_os("RGML_NVRTC_LIB_DIR").is_none() {
         let dirs = wheel_dirs();
         if !dirs.is_empty() {
@@ -66,11 +67,35 @@ fn every_kernel_compiles_for_compute_90() {
                 let src = ptx.to_src();
                 assert!(src.contains(".target sm_90"), "{module}: PTX for another target");
                 assert!(src.contains(".entry rg_"), "{module}: no kernel entry points");
-                println!("ok: kernels/{module}.cu ({} bytes of PTX)", src.len());
+                let entries: Vec<&str> = src
+                    .split(".entry ")
+                    .skip(1)
+                    .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
+                    .collect();
+                match cuda::compile_cubin(module, "sm_90") {
+                    Ok(bin) => {
+                        assert_eq!(&bin[..4], b"\x7fELF", "{module}: not an ELF image");
+                        for e in &entries {
+                            let name = format!("{e}\0");
+                            assert!(
+                                bin.windows(name.len()).any(|w| w == name.as_bytes()),
+                                "{module}: {e} not in the CUBIN"
+                            );
+                        }
+                        println!(
+                            "ok: kernels/{module}.cu ({} bytes of PTX, {} of sm_90 code, {} kernels)",
+                            src.len(),
+                            bin.len(),
+                            entries.len()
+                        );
+                    }
+                    Err(e) => failed.push(format!("{e}")),
+                }
             }
             Err(e) => failed.push(format!("{e}")),
         }
     }
+    assert!(cuda::compile_cubin("binary", "compute_90").is_err(), "a virtual architecture is not a CUBIN target");
     assert!(failed.is_empty(), "{} of {n} kernel modules failed:\n{}", failed.len(), failed.join("\n\n"));
     // cached: the second call returns the same PTX
     let a = cuda::compile("binary", "compute_90").unwrap().to_src();

@@ -285,6 +285,27 @@ fn mmvq_parameter_size_in_ptx() {
     }
 }
 
+/// Each weight type's module (`mmvq_<type>`) holds its three dot kernels and
+/// no other type's, so a model compiles only the types it has.
+#[test]
+fn each_weight_type_has_a_module_of_its_own() {
+    for (module, _, _) in rgml::backend::cuda::kernels::VARIANTS {
+        let ptx = match rgml::backend::cuda::compile(module, "compute_90") {
+            Ok(ptx) => ptx.to_src(),
+            Err(e) => return println!("SKIP: NVRTC: {e}"),
+        };
+        let mut entries: Vec<&str> = ptx
+            .split(".entry ")
+            .skip(1)
+            .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
+            .collect();
+        entries.sort_unstable();
+        let t = module.trim_start_matches("mmvq_");
+        let want = [format!("rg_mmvq_{t}"), format!("rg_mmvq_{t}_staged"), format!("rg_mmvq_{t}_staged_n1")];
+        assert_eq!(entries, want, "{module}");
+    }
+}
+
 /// The staged dot kernels (taken when every weight row and activation row is
 /// aligned for their vector copies: K a multiple of 256 for the legacy
 /// types, 1024 for the k-quants) against the CPU: legacy types with a last

@@ -1,7 +1,8 @@
 // rgml CUDA emulator: the part of the CUDA driver API that cudarc and rgml
 // call, on the CPU. Device memory is host memory (256-byte aligned); streams
-// run synchronously (memory.cpp holds device memory); modules are NVRTC's real PTX, whose `.entry` names are
-// looked up in the kernels compiled for the CPU (runtime.cpp). Launches are
+// run synchronously (memory.cpp holds device memory); modules are NVRTC's
+// real CUBINs or PTX, whose kernel names are looked up in the kernels
+// compiled for the CPU (runtime.cpp). Launches are
 // checked against an H100/H200's limits (block and grid sizes, shared memory).
 #include <chrono>
 #include <cstdio>
@@ -190,13 +191,50 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream) {
     return OK;
 }
 
-// A module is NVRTC's PTX: its `.entry` names, and a target the device runs.
+// The global function symbols of a 64-bit ELF image (a CUBIN): its kernels.
+static bool cubin_entries(const unsigned char* e, std::set<std::string>& out) {
+    auto u16 = [&](size_t at) { unsigned short v; std::memcpy(&v, e + at, 2); return (size_t)v; };
+    auto u32 = [&](size_t at) { unsigned v; std::memcpy(&v, e + at, 4); return (size_t)v; };
+    auto u64 = [&](size_t at) { unsigned long long v; std::memcpy(&v, e + at, 8); return (size_t)v; };
+    if (e[4] != 2 || u16(18) != 190) return false;  // ELFCLASS64, EM_CUDA
+    size_t shoff = u64(0x28), shentsize = u16(0x3A), shnum = u16(0x3C);
+    for (size_t i = 0; i < shnum; i++) {
+        size_t sh = shoff + i * shentsize;
+        if (u32(sh + 4) != 2) continue;  // SHT_SYMTAB
+        size_t off = u64(sh + 24), size = u64(sh + 32), ent = u64(sh + 56);
+        size_t str = shoff + u32(sh + 40) * shentsize, stroff = u64(str + 24);
+        for (size_t k = 0; ent && k < size / ent; k++) {
+            size_t sym = off + k * ent;
+            unsigned char info = e[sym + 4];
+            if ((info & 15) == 2 && (info >> 4) == 1) out.insert((const char*)e + stroff + u32(sym));  // FUNC, GLOBAL
+        }
+    }
+    return true;
+}
+
+// A module is NVRTC's output: PTX text (its `.entry` names, and a target the
+// device runs) or a CUBIN (its global functions).
 CUresult cuModuleLoadData(CUmodule* m, const void* image) {
     const char* ptx = (const char*)image;
-    if (!ptx || !std::strstr(ptx, ".version")) return say(INVALID_IMAGE, "cuModuleLoadData", "not PTX text");
-    const char* t = std::strstr(ptx, ".target sm_");
-    if (!t || std::atoi(t + 11) > 90) return say(INVALID_PTX, "cuModuleLoadData", "PTX not for sm_90 or older");
+    if (!ptx) return INVALID_VALUE;
     auto* mod = new CUmod_st;
+    if (std::memcmp(ptx, "\x7f" "ELF", 4) == 0) {
+        if (!cubin_entries((const unsigned char*)image, mod->entries)) {
+            delete mod;
+            return say(INVALID_IMAGE, "cuModuleLoadData", "not a 64-bit CUDA ELF image");
+        }
+        *m = mod;
+        return OK;
+    }
+    if (!std::strstr(ptx, ".version")) {
+        delete mod;
+        return say(INVALID_IMAGE, "cuModuleLoadData", "neither PTX text nor a CUBIN");
+    }
+    const char* t = std::strstr(ptx, ".target sm_");
+    if (!t || std::atoi(t + 11) > 90) {
+        delete mod;
+        return say(INVALID_PTX, "cuModuleLoadData", "PTX not for sm_90 or older");
+    }
     for (const char* p = ptx; (p = std::strstr(p, ".entry ")); ) {
         p += 7;
         const char* e = p;
@@ -209,9 +247,9 @@ CUresult cuModuleLoadData(CUmodule* m, const void* image) {
 CUresult cuModuleUnload(CUmodule m) { delete m; return OK; }
 CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
     if (!m) return INVALID_HANDLE;
-    if (!m->entries.count(name)) return say(NOT_FOUND, "cuModuleGetFunction", std::string(name) + " is not in the module's PTX");
+    if (!m->entries.count(name)) return say(NOT_FOUND, "cuModuleGetFunction", std::string(name) + " is not in the module's image");
     const rg_emu::Kernel* k = rg_emu::find_kernel(name);
-    if (!k) return say(NOT_FOUND, "cuModuleGetFunction", std::string(name) + " is in the PTX but was not compiled into the emulator");
+    if (!k) return say(NOT_FOUND, "cuModuleGetFunction", std::string(name) + " is in the image but was not compiled into the emulator");
     *f = new CUfunc_st{k, SMEM_DEFAULT};
     return OK;
 }

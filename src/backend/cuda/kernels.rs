@@ -46,19 +46,40 @@ pub const MODULES: &[(&str, &str)] = &[
     ("mmvq", include_str!("../../../kernels/mmvq.cu")),
 ];
 
-/// The source of module `name` as NVRTC compiles it: the prelude, then the
-/// [`HEADERS`] listed for it, then the file.
+/// Modules compiled from another module's file with a define in front:
+/// `(name, file module, define)`. The dot kernels come one weight type per
+/// module, so a model compiles only the types it has.
+pub const VARIANTS: &[(&str, &str, &str)] = &[
+    ("mmvq_q4_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_0"),
+    ("mmvq_q4_1", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_1"),
+    ("mmvq_q5_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_0"),
+    ("mmvq_q5_1", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_1"),
+    ("mmvq_q8_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q8_0"),
+    ("mmvq_q2_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q2_K"),
+    ("mmvq_q3_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q3_K"),
+    ("mmvq_q4_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_K"),
+    ("mmvq_q5_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_K"),
+    ("mmvq_q6_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q6_K"),
+];
+
+/// The source of module `name` as NVRTC compiles it: the prelude, then (for
+/// one of the [`VARIANTS`]) its define, then the [`HEADERS`] listed for its
+/// file, then the file.
 pub fn module_source(name: &str) -> Result<String> {
+    let (file, define) = match VARIANTS.iter().find(|(n, _, _)| *n == name) {
+        Some(&(_, file, define)) => (file, define),
+        None => (name, ""),
+    };
     let (_, src) = MODULES
         .iter()
-        .find(|(n, _)| *n == name)
+        .find(|(n, _)| *n == file)
         .ok_or_else(|| Error::Invalid(format!("no CUDA kernel module named {name:?}")))?;
     let headers: String = HEADERS
         .iter()
-        .filter(|h| h.modules.contains(&name))
+        .filter(|h| h.modules.contains(&file))
         .map(|h| format!("\n#line 1 \"{}\"\n{}", h.file, h.source))
         .collect();
-    Ok(format!("{PRELUDE}{headers}\n#line 1 \"{name}.cu\"\n{src}"))
+    Ok(format!("{PRELUDE}\n{define}{headers}\n#line 1 \"{file}.cu\"\n{src}"))
 }
 
 /// Binary op codes of `rg_binary*` (`kernels/binary.cu`).

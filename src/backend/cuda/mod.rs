@@ -53,7 +53,7 @@ use crate::error::{Error, Result};
 use crate::plan::{ReuseRules, CUDA_ALIGNMENT};
 use crate::tensor::Op;
 
-pub use nvrtc::{arch_for, compile, modules};
+pub use nvrtc::{arch_for, compile, compile_cubin, modules, sm_for};
 pub use probe::CudaLib;
 pub use storage::CudaStorage;
 
@@ -86,6 +86,7 @@ pub(crate) struct Device {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
     arch: String,
+    sm: String,
     name: String,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     staging: upload::Staging,
@@ -147,6 +148,7 @@ impl CudaBackend {
             stream,
             blas,
             arch: arch_for(major, minor),
+            sm: sm_for(major, minor),
             name,
             modules: Mutex::new(HashMap::new()),
             staging: upload::Staging::default(),
@@ -208,14 +210,34 @@ impl Device {
             match mods.get(module) {
                 Some(m) => m.clone(),
                 None => {
-                    let ptx = compile(module, &self.arch)?;
-                    let m = self.ctx.load_module(ptx).map_err(driver_err("cuModuleLoadData"))?;
+                    let m = self.load_module(module)?;
                     mods.insert(module, m.clone());
                     m
                 }
             }
         };
         m.load_function(func).map_err(driver_err("cuModuleGetFunction"))
+    }
+
+    /// Module `module` on the device: its machine code for the device's own
+    /// architecture (no PTX JIT, so an NVRTC newer than the driver is fine),
+    /// or, where NVRTC cannot build or the driver cannot load that, its PTX.
+    fn load_module(&self, module: &'static str) -> Result<Arc<CudaModule>> {
+        let cubin = compile_cubin(module, &self.sm).and_then(|bin| {
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin)).map_err(driver_err("cuModuleLoadData (CUBIN)"))
+        });
+        match cubin {
+            Ok(m) => Ok(m),
+            Err(e) => {
+                let ptx = compile(module, &self.arch)?;
+                self.ctx.load_module(ptx).map_err(|e2| {
+                    Error::Invalid(format!(
+                        "CUDA kernels/{module}.cu loads neither as {} machine code ({e}) nor as {} PTX ({e2:?})",
+                        self.sm, self.arch
+                    ))
+                })
+            }
+        }
     }
 
     /// Lets `f` (kernel `func`) take `bytes` of dynamic shared memory per

@@ -1,6 +1,8 @@
 //! Run-time compilation of the kernel modules with NVRTC, cached per
-//! (module, arch) for the life of the process. Needs the NVRTC library only,
-//! no GPU and no CUDA toolkit headers.
+//! (module, arch) for the life of the process: PTX for a virtual
+//! architecture (`compute_XY`, [`compile`]) and machine code for a real one
+//! (`sm_XY`, [`compile_cubin`]). Needs the NVRTC library only, no GPU and no
+//! CUDA toolkit headers.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -14,6 +16,11 @@ use crate::error::{Error, Result};
 /// The virtual architecture for a compute capability: `compute_<major><minor>`.
 pub fn arch_for(major: i32, minor: i32) -> String {
     format!("compute_{major}{minor}")
+}
+
+/// The real architecture for a compute capability: `sm_<major><minor>`.
+pub fn sm_for(major: i32, minor: i32) -> String {
+    format!("sm_{major}{minor}")
 }
 
 /// Names of every kernel module (the `kernels/*.cu` stems).
@@ -61,4 +68,53 @@ fn compile_error(module: &str, arch: &str, e: CompileError) -> Error {
         other => format!("{other:?}"),
     };
     Error::Invalid(format!("NVRTC could not compile kernels/{module}.cu for {arch}: {detail}"))
+}
+
+fn cubin_cache() -> &'static Mutex<HashMap<(String, String), Vec<u8>>> {
+    static CACHE: OnceLock<Mutex<HashMap<(String, String), Vec<u8>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Machine code (a CUBIN) of kernel module `module` for real architecture
+/// `sm` (e.g. `"sm_90"`), compiled with NVRTC at the first call and cached.
+/// Loading it needs no PTX JIT in the driver, so it also works where the
+/// NVRTC found is newer than the driver's PTX support. Errors as [`compile`].
+pub fn compile_cubin(module: &str, sm: &str) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let key = (module.to_string(), sm.to_string());
+    if let Some(bin) = cubin_cache().lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(bin.clone());
+    }
+    let src = module_source(module)?;
+    if !sm.starts_with("sm_") || sm.len() < 5 || !sm[3..].chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(Error::Invalid(format!("NVRTC architecture {sm:?} is not of the form sm_XY")));
+    }
+    require(CudaLib::Nvrtc)?;
+    let nv_err =
+        |what: &str, e: result::NvrtcError| Error::Invalid(format!("NVRTC {what} for kernels/{module}.cu: {e:?}"));
+    let c_src = std::ffi::CString::new(src).map_err(|_| Error::Invalid(format!("kernels/{module}.cu holds a NUL")))?;
+    let c_name = std::ffi::CString::new(format!("{module}.cu")).map_err(|_| poisoned())?;
+    let prog = result::create_program(&c_src, Some(&c_name)).map_err(|e| nv_err("create", e))?;
+    let opts = [format!("--gpu-architecture={sm}"), "--std=c++17".to_string()];
+    // SAFETY: `prog` was created above and is destroyed once, at the end; the
+    // sizes NVRTC reports bound the buffers it writes.
+    let out = unsafe {
+        let compiled = result::compile_program(prog, &opts);
+        let bin = match compiled {
+            Ok(()) => {
+                let mut size = 0usize;
+                let sized = sys::nvrtcGetCUBINSize(prog, &mut size).result();
+                let mut bin = vec![0u8; size];
+                sized.and_then(|()| sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()).result()).map(|()| bin)
+            }
+            Err(e) => Err(e),
+        };
+        let log = result::get_program_log(prog)
+            .map(|l| std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = result::destroy_program(prog);
+        bin.map_err(|e| Error::Invalid(format!("NVRTC could not compile kernels/{module}.cu for {sm}: {e:?}\n{log}")))
+    }?;
+    cubin_cache().lock().map_err(|_| poisoned())?.insert(key, out.clone());
+    Ok(out)
 }

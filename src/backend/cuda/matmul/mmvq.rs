@@ -43,11 +43,14 @@ pub(crate) const Q8_36: usize = 36;
 /// What the kernels need to know about one weight type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct QSpec {
+    /// The kernel module of this type (one of
+    /// [`VARIANTS`](super::super::kernels::VARIANTS): `mmvq_<type>`).
+    pub module: &'static str,
     /// Dot kernel in `kernels/mmvq.cu`.
     pub kernel: &'static str,
     /// Its staged variants ([`staged_kernel`]), for weight rows aligned to
     /// `stage_align` and 16-byte aligned activation rows: `[N = 1, tiles of NC]`.
-    pub staged: Option<[&'static str; 2]>,
+    pub staged: [&'static str; 2],
     /// The alignment the staged kernel needs of every weight row: its copy
     /// vectors, 16 bytes, or 8 where 32 units (4 super-blocks of Q3_K or
     /// Q6_K) are not whole 16-byte vectors.
@@ -63,38 +66,27 @@ pub(crate) struct QSpec {
 impl QSpec {
     /// The spec of quantized weight type `w`, or `None` for other types.
     pub fn of(w: DType) -> Option<QSpec> {
-        let staged = match w {
-            DType::Q4_0 => ["rg_mmvq_q4_0_staged_n1", "rg_mmvq_q4_0_staged"],
-            DType::Q4_1 => ["rg_mmvq_q4_1_staged_n1", "rg_mmvq_q4_1_staged"],
-            DType::Q5_0 => ["rg_mmvq_q5_0_staged_n1", "rg_mmvq_q5_0_staged"],
-            DType::Q5_1 => ["rg_mmvq_q5_1_staged_n1", "rg_mmvq_q5_1_staged"],
-            DType::Q8_0 => ["rg_mmvq_q8_0_staged_n1", "rg_mmvq_q8_0_staged"],
-            DType::Q2_K => ["rg_mmvq_q2_k_staged_n1", "rg_mmvq_q2_k_staged"],
-            DType::Q3_K => ["rg_mmvq_q3_k_staged_n1", "rg_mmvq_q3_k_staged"],
-            DType::Q4_K => ["rg_mmvq_q4_k_staged_n1", "rg_mmvq_q4_k_staged"],
-            DType::Q5_K => ["rg_mmvq_q5_k_staged_n1", "rg_mmvq_q5_k_staged"],
-            DType::Q6_K => ["rg_mmvq_q6_k_staged_n1", "rg_mmvq_q6_k_staged"],
+        // (module, generic kernel, staged for N = 1, staged tiles, alignment the generic loads need)
+        let (module, kernel, one, tile, align) = match w {
+            DType::Q4_0 => ("mmvq_q4_0", "rg_mmvq_q4_0", "rg_mmvq_q4_0_staged_n1", "rg_mmvq_q4_0_staged", 2),
+            DType::Q4_1 => ("mmvq_q4_1", "rg_mmvq_q4_1", "rg_mmvq_q4_1_staged_n1", "rg_mmvq_q4_1_staged", 4),
+            DType::Q5_0 => ("mmvq_q5_0", "rg_mmvq_q5_0", "rg_mmvq_q5_0_staged_n1", "rg_mmvq_q5_0_staged", 2),
+            DType::Q5_1 => ("mmvq_q5_1", "rg_mmvq_q5_1", "rg_mmvq_q5_1_staged_n1", "rg_mmvq_q5_1_staged", 4),
+            DType::Q8_0 => ("mmvq_q8_0", "rg_mmvq_q8_0", "rg_mmvq_q8_0_staged_n1", "rg_mmvq_q8_0_staged", 2),
+            DType::Q2_K => ("mmvq_q2_k", "rg_mmvq_q2_k", "rg_mmvq_q2_k_staged_n1", "rg_mmvq_q2_k_staged", 4),
+            DType::Q3_K => ("mmvq_q3_k", "rg_mmvq_q3_k", "rg_mmvq_q3_k_staged_n1", "rg_mmvq_q3_k_staged", 2),
+            DType::Q4_K => ("mmvq_q4_k", "rg_mmvq_q4_k", "rg_mmvq_q4_k_staged_n1", "rg_mmvq_q4_k_staged", 16),
+            DType::Q5_K => ("mmvq_q5_k", "rg_mmvq_q5_k", "rg_mmvq_q5_k_staged_n1", "rg_mmvq_q5_k_staged", 16),
+            DType::Q6_K => ("mmvq_q6_k", "rg_mmvq_q6_k", "rg_mmvq_q6_k_staged_n1", "rg_mmvq_q6_k_staged", 2),
             _ => return None,
         };
         // bytes of 32 units, copied in 16-byte vectors where they are whole ones
         let chunk = w.type_size() * 32 / w.block_size();
         let stage_align = if chunk.is_multiple_of(16) { 16 } else { 8 };
-        let (kernel, align) = match w {
-            DType::Q4_0 => ("rg_mmvq_q4_0", 2),
-            DType::Q4_1 => ("rg_mmvq_q4_1", 4),
-            DType::Q5_0 => ("rg_mmvq_q5_0", 2),
-            DType::Q5_1 => ("rg_mmvq_q5_1", 4),
-            DType::Q8_0 => ("rg_mmvq_q8_0", 2),
-            DType::Q2_K => ("rg_mmvq_q2_k", 4),
-            DType::Q3_K => ("rg_mmvq_q3_k", 2),
-            DType::Q4_K => ("rg_mmvq_q4_k", 16),
-            DType::Q5_K => ("rg_mmvq_q5_k", 16),
-            DType::Q6_K => ("rg_mmvq_q6_k", 2),
-            _ => return None,
-        };
         Some(QSpec {
+            module,
             kernel,
-            staged: Some(staged),
+            staged: [one, tile],
             stage_align,
             align,
             block_bytes: w.type_size(),
@@ -111,15 +103,11 @@ impl QSpec {
 pub(crate) fn staged_kernel(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize, n: i64) -> &'static str {
     let a = spec.stage_align;
     let rows_aligned = ptr.is_multiple_of(a as u64) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(a));
-    match spec.staged {
-        Some([one, tile]) if rows_aligned && act_row.is_multiple_of(16) => {
-            if n == 1 {
-                one
-            } else {
-                tile
-            }
-        }
-        _ => spec.kernel,
+    let [one, tile] = spec.staged;
+    match (rows_aligned && act_row.is_multiple_of(16), n == 1) {
+        (true, true) => one,
+        (true, false) => tile,
+        (false, _) => spec.kernel,
     }
 }
 
@@ -263,7 +251,7 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
     if gx == 0 || gy == 0 || gz == 0 {
         return Ok(());
     }
-    let f = dev.function("mmvq", kernel)?;
+    let f = dev.function(spec.module, kernel)?;
     let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     let (ap, sync) = acts.device_ptr_mut(&dev.stream);
     let mut lb = dev.stream.launch_builder(&f);
