@@ -28,8 +28,11 @@ pub fn modules() -> impl Iterator<Item = &'static str> {
     MODULES.iter().map(|(n, _)| *n)
 }
 
-fn cache() -> &'static Mutex<HashMap<(String, String), Ptx>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Ptx>>> = OnceLock::new();
+/// Compiled modules by (module, arch).
+type Cache<T> = Mutex<HashMap<(String, String), T>>;
+
+fn cache() -> &'static Cache<Ptx> {
+    static CACHE: OnceLock<Cache<Ptx>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -70,8 +73,8 @@ fn compile_error(module: &str, arch: &str, e: CompileError) -> Error {
     Error::Invalid(format!("NVRTC could not compile kernels/{module}.cu for {arch}: {detail}"))
 }
 
-fn cubin_cache() -> &'static Mutex<HashMap<(String, String), Vec<u8>>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Vec<u8>>>> = OnceLock::new();
+fn cubin_cache() -> &'static Cache<Vec<u8>> {
+    static CACHE: OnceLock<Cache<Vec<u8>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
