@@ -204,6 +204,28 @@ __device__ __forceinline__ void scale_min_k4(const unsigned char* sc, int g, int
     }
 }
 
+// Q3_K and Q6_K: values stored with an offset `off` added (4, 32), taken off
+// through the activations' sums: per 16-value group, sc * (Σ q·y - off · Σ y).
+__device__ __forceinline__ float dot_offset(bool ok, const char* arow, int u, const int* q, int sc0, int sc1, float d,
+                                            int off) {
+    int is = 0;
+    const char* a = AK(arow, u >> 3);
+    if (ok) {
+        const int* y = (const int*)(a + 4 + 32 * (u & 7));
+        int s0, s1, y0 = 0, y1 = 0;
+        dot16x2(q, y, s0, s1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            y0 = dp4(ONES, y[i], y0);
+            y1 = dp4(ONES, y[i + 4], y1);
+        }
+        is = sc0 * (s0 - off * y0) + sc1 * (s1 - off * y1);
+    }
+    is = sum8(is);
+    if (!ok || (u & 7) != 0) return 0.0f;
+    return __fmul_rn(__fmul_rn(d, *(const float*)a), (float)is);
+}
+
 struct WQ2_K {
     RG_K_CHUNKS(84)
     float d, dmin;
@@ -267,24 +289,7 @@ struct WQ3_K {
         sc1 = s[1];
         d = ld_h(b + 108);
     }
-    __device__ float dot(bool ok, const char* arow, int u) const {
-        int is = 0;
-        const char* a = AK(arow, u >> 3);
-        if (ok) {
-            const int* y = (const int*)(a + 4 + 32 * (u & 7));
-            int s0, s1, y0 = 0, y1 = 0;
-            dot16x2(q, y, s0, s1);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                y0 = dp4(ONES, y[i], y0);
-                y1 = dp4(ONES, y[i + 4], y1);
-            }
-            is = sc0 * (s0 - 4 * y0) + sc1 * (s1 - 4 * y1);
-        }
-        is = sum8(is);
-        if (!ok || (u & 7) != 0) return 0.0f;
-        return __fmul_rn(__fmul_rn(d, *(const float*)a), (float)is);
-    }
+    __device__ float dot(bool ok, const char* arow, int u) const { return dot_offset(ok, arow, u, q, sc0, sc1, d, 4); }
 };
 
 // Q4_K (144-byte blocks) and Q5_K (176, with fifth bits): same scales and sums.
@@ -350,22 +355,5 @@ struct WQ6_K {
         sc1 = (int)(signed char)b[192 + 2 * g + 1];
         d = ld_h(b + 208);
     }
-    __device__ float dot(bool ok, const char* arow, int u) const {
-        int is = 0;
-        const char* a = AK(arow, u >> 3);
-        if (ok) {
-            const int* y = (const int*)(a + 4 + 32 * (u & 7));
-            int s0, s1, y0 = 0, y1 = 0;
-            dot16x2(q, y, s0, s1);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                y0 = dp4(ONES, y[i], y0);
-                y1 = dp4(ONES, y[i + 4], y1);
-            }
-            is = sc0 * (s0 - 32 * y0) + sc1 * (s1 - 32 * y1);
-        }
-        is = sum8(is);
-        if (!ok || (u & 7) != 0) return 0.0f;
-        return __fmul_rn(__fmul_rn(d, *(const float*)a), (float)is);
-    }
+    __device__ float dot(bool ok, const char* arow, int u) const { return dot_offset(ok, arow, u, q, sc0, sc1, d, 32); }
 };

@@ -4,13 +4,21 @@
 // into an error). Block types (all 12 to read, the 32-value ones to write)
 // come from quant.cuh. Compiled with prelude.cuh and quant.cuh prepended.
 
+// Row r of a tensor of shape t (flat over dims 1..3): its (i1, i2, i3), and the
+// row its I32 index idx[i1, i2, i3] names, or -1 when that is outside 0..rows.
+__device__ __forceinline__ i64 rg_index_row(const RgT& t, i64 r, const char* idx, const RgT& ti, i64 rows, i64* i1,
+                                            i64* i2, i64* i3) {
+    rg_unravel_row(t, r, i1, i2, i3);
+    const i64 row = *(const int*)(idx + *i1 * ti.nb[0] + *i2 * ti.nb[1] + *i3 * ti.nb[2]);
+    return row < 0 || row >= rows ? -1 : row;
+}
+
 // dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]. One block per dst row.
 // a is plain or a block type blocked along dim 0.
 extern "C" __global__ void rg_get_rows(char* dst, RgT d, const char* a, RgT ta, const char* idx, RgT ti, int* err) {
     i64 i1, i2, i3;
-    rg_unravel_row(d, blockIdx.x, &i1, &i2, &i3);
-    i64 row = *(const int*)(idx + i1 * ti.nb[0] + i2 * ti.nb[1] + i3 * ti.nb[2]);
-    if (row < 0 || row >= ta.ne[1]) {
+    const i64 row = rg_index_row(d, blockIdx.x, idx, ti, ta.ne[1], &i1, &i2, &i3);
+    if (row < 0) {
         if (threadIdx.x == 0) atomicOr(err, 1);
         return;
     }
@@ -27,9 +35,8 @@ extern "C" __global__ void rg_get_rows(char* dst, RgT d, const char* a, RgT ta, 
 extern "C" __global__ void rg_set_rows_claim(int* claims, RgT d, RgT tb, const char* idx, RgT ti, int* err, i64 nrows) {
     RG_GRID_STRIDE(r, nrows) {
         i64 i1, i2, i3;
-        rg_unravel_row(tb, r, &i1, &i2, &i3);
-        i64 row = *(const int*)(idx + i1 * ti.nb[0] + i2 * ti.nb[1] + i3 * ti.nb[2]);
-        if (row < 0 || row >= d.ne[1]) {
+        const i64 row = rg_index_row(tb, r, idx, ti, d.ne[1], &i1, &i2, &i3);
+        if (row < 0) {
             atomicOr(err, 1);
             continue;
         }
@@ -43,9 +50,8 @@ extern "C" __global__ void rg_set_rows_claim(int* claims, RgT d, RgT tb, const c
 extern "C" __global__ void rg_set_rows(char* dst, RgT d, const char* b, RgT tb, const char* idx, RgT ti, int* err) {
     if (*(volatile int*)err) return;
     i64 i1, i2, i3;
-    rg_unravel_row(tb, blockIdx.x, &i1, &i2, &i3);
-    i64 row = *(const int*)(idx + i1 * ti.nb[0] + i2 * ti.nb[1] + i3 * ti.nb[2]);
-    if (row < 0 || row >= d.ne[1]) {
+    const i64 row = rg_index_row(tb, blockIdx.x, idx, ti, d.ne[1], &i1, &i2, &i3);
+    if (row < 0) {
         if (threadIdx.x == 0) atomicOr(err, 1);
         return;
     }
@@ -66,9 +72,8 @@ extern "C" __global__ void rg_set_rows_q(char* dst, RgT d, const char* b, RgT tb
     RG_GRID_STRIDE(k, nblocks) {
         i64 r = k / per_row, u0 = k % per_row;
         i64 i1, i2, i3;
-        rg_unravel_row(tb, r, &i1, &i2, &i3);
-        i64 row = *(const int*)(idx + i1 * ti.nb[0] + i2 * ti.nb[1] + i3 * ti.nb[2]);
-        if (row < 0 || row >= d.ne[1]) {
+        const i64 row = rg_index_row(tb, r, idx, ti, d.ne[1], &i1, &i2, &i3);
+        if (row < 0) {
             atomicOr(err, 1);
             continue;
         }

@@ -1,7 +1,7 @@
 //! The tiny llama-architecture model against llama.cpp's logits (F32 KV
 //! cache): all 16 positions, as one batch and one token at a time.
 
-use common::{fixture, max_diff, reference, tokens};
+use common::{fixture, llamacpp_logits, max_diff, quantized_model, reference, tokens};
 use rgml_models::llama::Llama;
 
 mod common;
@@ -115,13 +115,8 @@ fn quantized_models_match_llama_cpp() {
     let toks = tokens();
     let f32_logits = reference();
     for (name, dt) in [("q8_0", rgml::DType::Q8_0), ("q4_0", rgml::DType::Q4_0)] {
-        let want: Vec<f32> = std::fs::read(fixture(&format!("logits_{name}_llamacpp.f32")))
-            .unwrap()
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        let path = std::env::temp_dir().join(format!("rgml-llama-{}-{name}.gguf", std::process::id()));
-        rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+        let want = llamacpp_logits(name);
+        let path = quantized_model(dt, "cpu");
         let mut m = Llama::load(&path, None, 2).unwrap();
         let batch = m.eval(&toks).unwrap();
         m.reset().unwrap();
@@ -174,13 +169,8 @@ fn last_position_logits_match_and_continue_the_cache() {
 #[test]
 fn repacked_q4_0_weights_give_the_same_logits() {
     let toks = tokens();
-    let want: Vec<f32> = std::fs::read(fixture("logits_q4_0_llamacpp.f32"))
-        .unwrap()
-        .chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    let path = std::env::temp_dir().join(format!("rgml-llama-repack-{}.gguf", std::process::id()));
-    rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, rgml::DType::Q4_0, |_| {}).unwrap();
+    let want = llamacpp_logits("q4_0");
+    let path = quantized_model(rgml::DType::Q4_0, "repack");
     let mut plain = Llama::load(&path, None, 2).unwrap();
     let repacking = rgml::CpuBackend::new(2).unwrap().with_repacked_weights(true);
     let mut packed = Llama::load_on(&path, None, repacking).unwrap();

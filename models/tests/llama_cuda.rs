@@ -3,7 +3,7 @@
 //! time, and a prompt in two batches. Without a CUDA device the tests print
 //! `SKIP: …` and pass; with `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
-use common::{cuda, fixture, max_diff, reference, tokens};
+use common::{cuda, fixture, llamacpp_logits, max_diff, quantized_model, reference, tokens};
 use rgml::{AnyBackend, Backend, Error};
 use rgml_models::llama::Llama;
 
@@ -67,13 +67,8 @@ fn f32_logits_match_llama_cpp_through_any_backend() {
 fn quantized_models_match_llama_cpp_on_cuda() {
     let Some(gpu) = cuda() else { return };
     for (name, dt) in [("q8_0", rgml::DType::Q8_0), ("q4_0", rgml::DType::Q4_0)] {
-        let want: Vec<f32> = std::fs::read(fixture(&format!("logits_{name}_llamacpp.f32")))
-            .unwrap()
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        let path = std::env::temp_dir().join(format!("rgml-llama-cuda-{}-{name}.gguf", std::process::id()));
-        rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+        let want = llamacpp_logits(name);
+        let path = quantized_model(dt, "cuda");
         let mut m = Llama::load_on(&path, Some(16), gpu.clone()).unwrap();
         std::fs::remove_file(&path).ok();
         check_model(&mut m, &want, &format!("CudaBackend {name}"));

@@ -26,11 +26,24 @@ pub fn tokens() -> Vec<u32> {
 
 /// llama.cpp's logits for the F32 model, position-major.
 pub fn reference() -> Vec<f32> {
-    std::fs::read(fixture("logits_f32_llamacpp.f32"))
+    llamacpp_logits("f32")
+}
+
+/// llama.cpp's logits for the model of type `name` (`f32`, `q8_0`, `q4_0`), position-major.
+pub fn llamacpp_logits(name: &str) -> Vec<f32> {
+    std::fs::read(fixture(&format!("logits_{name}_llamacpp.f32")))
         .unwrap()
         .chunks(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect()
+}
+
+/// The F32 model quantized to `dt` by rgml, in a temporary file named after
+/// `tag` (the caller removes it).
+pub fn quantized_model(dt: rgml::DType, tag: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("rgml-llama-{tag}-{}-{}.gguf", std::process::id(), dt.name()));
+    rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+    path
 }
 
 /// The largest absolute difference of two equally long slices.
