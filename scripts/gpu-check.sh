@@ -99,7 +99,9 @@ PY
 echo "== libraries"
 dirs=""
 BENCH_ARGS=()
+TEST_THREADS=1   # one test at a time on a GPU (one device, timings undisturbed)
 if [ -n "${RGML_CUDA_EMU:-}" ]; then
+    TEST_THREADS=$(nproc 2>/dev/null || echo 2)   # the emulator runs a launch on one CPU
     echo "  EMULATED: libcuda and libcublas from $RGML_CUDA_EMU (tools/cuda-emu), not a GPU"
     [ -f "$RGML_CUDA_EMU/libcuda.so" ] || { echo "no $RGML_CUDA_EMU/libcuda.so: run tools/cuda-emu/build.sh $RGML_CUDA_EMU" >&2; exit 2; }
     dirs=$(cd "$RGML_CUDA_EMU" && pwd)
@@ -163,7 +165,7 @@ run() {   # run NAME FILTER...
     secs=$(limit 300)
     if [ "$secs" -eq 0 ]; then printf '  %-20s SKIPPED (budget spent)\n' "$name"; fail=$((fail + 1)); rc=1; return; fi
     start=$(date +%s.%N)
-    timeout -k 10 "$secs" "$BIN/$name" "$@" --test-threads=1 >"$log" 2>&1
+    timeout -k 10 "$secs" "$BIN/$name" "$@" --test-threads="$TEST_THREADS" >"$log" 2>&1
     local st=$?
     end=$(date +%s.%N)
     [ $st -ne 0 ] && rc=1
