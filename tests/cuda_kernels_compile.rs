@@ -6,6 +6,8 @@
 //! site-packages directories. Without NVRTC the test prints `SKIP: …` and passes;
 //! with `RGML_REQUIRE_NVRTC=1` it fails instead.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use rgml::backend::cuda::{self, probe, CudaLib};
@@ -67,11 +69,7 @@ fn every_kernel_compiles_for_compute_90_and_sm_90() {
                 let src = ptx.to_src();
                 assert!(src.contains(".target sm_90"), "{module}: PTX for another target");
                 assert!(src.contains(".entry rg_"), "{module}: no kernel entry points");
-                let entries: Vec<&str> = src
-                    .split(".entry ")
-                    .skip(1)
-                    .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
-                    .collect();
+                let entries: Vec<&str> = common::ptx_entries(&src);
                 match cuda::compile_cubin(module, "sm_90") {
                     Ok(bin) => {
                         assert_eq!(&bin[..4], b"\x7fELF", "{module}: not an ELF image");

@@ -294,11 +294,7 @@ fn each_weight_type_has_a_module_of_its_own() {
             Ok(ptx) => ptx.to_src(),
             Err(e) => return println!("SKIP: NVRTC: {e}"),
         };
-        let mut entries: Vec<&str> = ptx
-            .split(".entry ")
-            .skip(1)
-            .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
-            .collect();
+        let mut entries: Vec<&str> = common::ptx_entries(&ptx);
         entries.sort_unstable();
         let t = module.trim_start_matches("mmvq_");
         let want = [format!("rg_mmvq_{t}"), format!("rg_mmvq_{t}_staged"), format!("rg_mmvq_{t}_staged_n1")];

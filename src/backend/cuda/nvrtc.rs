@@ -42,23 +42,38 @@ fn cache() -> &'static Cache<Ptx> {
 /// and with [`Error::Invalid`] carrying the compiler log when the source does
 /// not compile.
 pub fn compile(module: &str, arch: &str) -> Result<Ptx> {
+    cached(cache(), module, arch, "compute_", |src| {
+        let opts = CompileOptions {
+            options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+            name: Some(format!("{module}.cu")),
+            ..Default::default()
+        };
+        cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| compile_error(module, arch, e))
+    })
+}
+
+/// `cache`'s entry for (`module`, `arch`), else `build` of the module's source
+/// (after checking that `arch` is `<prefix>XY` and that NVRTC is there), kept.
+fn cached<T: Clone>(
+    cache: &Cache<T>,
+    module: &str,
+    arch: &str,
+    prefix: &str,
+    build: impl FnOnce(String) -> Result<T>,
+) -> Result<T> {
     let key = (module.to_string(), arch.to_string());
-    if let Some(ptx) = cache().lock().map_err(|_| poisoned())?.get(&key) {
-        return Ok(ptx.clone());
+    if let Some(hit) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(hit.clone());
     }
     let src = module_source(module)?;
-    if !arch.starts_with("compute_") || !arch[8..].chars().all(|c| c.is_ascii_alphanumeric()) || arch.len() < 10 {
-        return Err(Error::Invalid(format!("NVRTC architecture {arch:?} is not of the form compute_XY")));
+    let tail = arch.strip_prefix(prefix).unwrap_or("");
+    if tail.len() < 2 || !tail.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(Error::Invalid(format!("NVRTC architecture {arch:?} is not of the form {prefix}XY")));
     }
     require(CudaLib::Nvrtc)?;
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
-        name: Some(format!("{module}.cu")),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| compile_error(module, arch, e))?;
-    cache().lock().map_err(|_| poisoned())?.insert(key, ptx.clone());
-    Ok(ptx)
+    let out = build(src)?;
+    cache.lock().map_err(|_| poisoned())?.insert(key, out.clone());
+    Ok(out)
 }
 
 fn poisoned() -> Error {
@@ -84,40 +99,29 @@ fn cubin_cache() -> &'static Cache<Vec<u8>> {
 /// NVRTC found is newer than the driver's PTX support. Errors as [`compile`].
 pub fn compile_cubin(module: &str, sm: &str) -> Result<Vec<u8>> {
     use cudarc::nvrtc::{result, sys};
-    let key = (module.to_string(), sm.to_string());
-    if let Some(bin) = cubin_cache().lock().map_err(|_| poisoned())?.get(&key) {
-        return Ok(bin.clone());
-    }
-    let src = module_source(module)?;
-    if !sm.starts_with("sm_") || sm.len() < 5 || !sm[3..].chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(Error::Invalid(format!("NVRTC architecture {sm:?} is not of the form sm_XY")));
-    }
-    require(CudaLib::Nvrtc)?;
-    let nv_err =
-        |what: &str, e: result::NvrtcError| Error::Invalid(format!("NVRTC {what} for kernels/{module}.cu: {e:?}"));
-    let c_src = std::ffi::CString::new(src).map_err(|_| Error::Invalid(format!("kernels/{module}.cu holds a NUL")))?;
-    let c_name = std::ffi::CString::new(format!("{module}.cu")).map_err(|_| poisoned())?;
-    let prog = result::create_program(&c_src, Some(&c_name)).map_err(|e| nv_err("create", e))?;
-    let opts = [format!("--gpu-architecture={sm}"), "--std=c++17".to_string()];
-    // SAFETY: `prog` was created above and is destroyed once, at the end; the
-    // sizes NVRTC reports bound the buffers it writes.
-    let out = unsafe {
-        let compiled = result::compile_program(prog, &opts);
-        let bin = match compiled {
-            Ok(()) => {
+    cached(cubin_cache(), module, sm, "sm_", |src| {
+        let c_src =
+            std::ffi::CString::new(src).map_err(|_| Error::Invalid(format!("kernels/{module}.cu holds a NUL")))?;
+        let c_name = std::ffi::CString::new(format!("{module}.cu")).map_err(|_| poisoned())?;
+        let prog = result::create_program(&c_src, Some(&c_name))
+            .map_err(|e| Error::Invalid(format!("NVRTC create for kernels/{module}.cu: {e:?}")))?;
+        let opts = [format!("--gpu-architecture={sm}"), "--std=c++17".to_string()];
+        // SAFETY: `prog` was created above and is destroyed once, at the end; the
+        // sizes NVRTC reports bound the buffers it writes.
+        unsafe {
+            let bin = result::compile_program(prog, &opts).and_then(|()| {
                 let mut size = 0usize;
-                let sized = sys::nvrtcGetCUBINSize(prog, &mut size).result();
+                sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
                 let mut bin = vec![0u8; size];
-                sized.and_then(|()| sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()).result()).map(|()| bin)
-            }
-            Err(e) => Err(e),
-        };
-        let log = result::get_program_log(prog)
-            .map(|l| std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let _ = result::destroy_program(prog);
-        bin.map_err(|e| Error::Invalid(format!("NVRTC could not compile kernels/{module}.cu for {sm}: {e:?}\n{log}")))
-    }?;
-    cubin_cache().lock().map_err(|_| poisoned())?.insert(key, out.clone());
-    Ok(out)
+                sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()).result().map(|()| bin)
+            });
+            let log = result::get_program_log(prog)
+                .map(|l| std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let _ = result::destroy_program(prog);
+            bin.map_err(|e| {
+                Error::Invalid(format!("NVRTC could not compile kernels/{module}.cu for {sm}: {e:?}\n{log}"))
+            })
+        }
+    })
 }
