@@ -322,6 +322,10 @@ mod tests {
             assert_eq!(s.block_bytes % s.align, 0, "{w:?}: blocks keep the alignment");
             assert!(s.align >= w.align(), "{w:?}");
             assert!(s.kernel.starts_with("rg_mmvq_"));
+            // its module is one of the per-type variants, and its kernels carry the module's type
+            assert!(super::super::super::kernels::VARIANTS.iter().any(|(m, _, _)| *m == s.module), "{w:?}");
+            let t = s.module.trim_start_matches("mmvq");
+            assert!(s.kernel.ends_with(t) && s.staged.iter().all(|k| k.contains(t)), "{w:?}");
             let (_, v, b) = act_format(w).unwrap();
             assert_eq!(b % 4, 0, "activation quants stay 4-byte aligned");
             assert_eq!(s.block_values % v, 0);
