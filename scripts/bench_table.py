@@ -14,7 +14,8 @@ rgml, torch, ratio, of (what the ratio is taken against), target, result.
   MV-q4_0-*       GB/s of weights read; ratio = rgml / the HBM read bound, taken to be
                   the copy's GB/s (read+write bytes per second); target 0.70. The torch
                   column is torch's f16 matvec of the same shape (torch has no Q4_0)
-  W6, overhead    microseconds per node / per graph run (information)
+  W6, overhead    microseconds per node / per graph run (information); -graph: with CUDA graphs
+  llama-*         synthetic Q4_0 llama: generated tokens/s, with CUDA graphs off and on (information)
 Exit status: 0 (the table is information; a missed target is printed as FAIL).
 """
 
@@ -90,10 +91,13 @@ def main(argv):
         elif name.startswith("MV-"):
             unit, rv, tv, ratio, of, target = "GB/s(w)", r.get("gbps"), t.get("gbps"), r.get("ratio"), "HBM=copy", 0.70
             note = note or "torch: f16 matvec (no Q4_0)"
-        elif name == "W6":
+        elif name in ("W6", "W6-graph"):
             unit, rv = "us/node", r.get("us_per_node")
-        elif name == "overhead":
+        elif name in ("overhead", "overhead-graph"):
             unit, rv = "us/run", r.get("us_per_node")
+        elif name.startswith("llama-"):
+            unit, rv = "tok/s gen", r.get("gen_tps")
+            note = note or (f"prompt {r['prompt_tps']:.0f} tok/s" if r.get("prompt_tps") else "")
         else:
             unit, rv, tv, ratio = "GB/s", r.get("gbps"), t.get("gbps"), r.get("ratio")
         if target is not None:

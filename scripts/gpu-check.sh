@@ -15,7 +15,8 @@
 #             (expects "80 passed, 0 failed")
 #      llama  rgml run --backend cuda on the tiny F32 llama, logits against
 #             llama.cpp's (max abs diff <= 1e-4)
-#      bench  rgml bench --backend cuda --json
+#      bench  rgml bench --backend cuda --json --llama (the llama rows: a synthetic
+#             Q4_0 llama's prompt and decode speed, CUDA graphs off and on)
 #      torch  scripts/torch_bench.py, when torch imports and sees the GPU
 #    and ends with a table: workload, rgml, torch, ratio, target, pass/fail.
 #    GPU_CHECK_STAGES="eval bench" (say) runs only those stages.
@@ -51,7 +52,7 @@ for line in sys.stdin:
 ' "$BIN"
     }
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
-        --test cuda_kernels_compile | copy_tests
+        --test cuda_graphs --test cuda_kernels_compile | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda | copy_tests
     cargo build --release -p rgml-models --bin rgml
     cp target/release/rgml "$BIN/rgml"
@@ -98,7 +99,7 @@ PY
 
 echo "== libraries"
 dirs=""
-BENCH_ARGS=()
+BENCH_ARGS=(--llama)   # and the synthetic llama's decode, CUDA graphs off and on
 TEST_THREADS=1   # one test at a time on a GPU (one device, timings undisturbed)
 if [ -n "${RGML_CUDA_EMU:-}" ]; then
     TEST_THREADS=$(nproc 2>/dev/null || echo 2)   # the emulator runs a launch on one CPU
@@ -185,6 +186,7 @@ if want tests; then
     run cuda_ops
     run cuda_quant
     run cuda_matmul
+    run cuda_graphs
     run rgml_lib backend::
     run llama_cuda
     echo "== tests: $pass passed, $fail failed"
@@ -245,7 +247,7 @@ if want bench; then
     echo "== bench: rgml bench --backend cuda --json"
     res=FAIL
     if have_rgml; then
-        timed "$LOG/bench_rgml.err" 240 bash -c 'out=$1; shift; "$@" >"$out"' _ "$LOG/bench_rgml.jsonl" \
+        timed "$LOG/bench_rgml.err" 270 bash -c 'out=$1; shift; "$@" >"$out"' _ "$LOG/bench_rgml.jsonl" \
             "$RGML" bench --backend cuda --json ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} && res=ran
         grep -v '^{' "$LOG/bench_rgml.err" | tail -n 8 | sed 's/^/    /'
     fi

@@ -37,7 +37,7 @@ pub mod tensor;
 pub mod workloads;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
-pub use backend::cuda::{CudaBackend, CudaRules, CudaStorage};
+pub use backend::cuda::{CudaBackend, CudaRules, CudaStorage, GraphStats};
 pub use backend::{AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage};
 pub use context::{Context, ContextMark};
 pub use dtype::DType;

@@ -306,12 +306,28 @@ pub fn synthetic_llama(
     w.write(path)
 }
 
+/// The shape of a synthetic llama ([`synthetic_llama`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LlamaDims {
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Blocks.
+    pub n_layer: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Vocabulary size.
+    pub n_vocab: usize,
+}
+
+impl LlamaDims {
+    /// The benchmark's model: n_embd 2048, 4 layers, n_ff 5632, vocab 32000.
+    pub const BENCH: LlamaDims = LlamaDims { n_embd: 2048, n_layer: 4, n_ff: 5632, n_vocab: 32000 };
+}
+
 /// Builds a synthetic llama (n_embd 2048, 4 layers, n_ff 5632, vocab 32000) of
 /// `dtype` weights in a temporary file, then times a `prompt`-token prompt and
 /// `gen` generated tokens on `threads` threads, with repacked weights if
-/// `repack` ([`rgml::CpuBackend::with_repacked_weights`]). A one-token run
-/// first (then the cache is reset) leaves the load-time work (the mapping's
-/// first touch, repacking) out of the timings. The file is deleted.
+/// `repack` ([`rgml::CpuBackend::with_repacked_weights`]). See [`llama_speed_on`].
 pub fn llama_speed(
     dtype: rgml::DType,
     threads: usize,
@@ -319,17 +335,36 @@ pub fn llama_speed(
     gen: usize,
     repack: bool,
 ) -> Result<LlamaSpeed, String> {
+    let cpu = CpuBackend::new(threads).map_err(|e| e.to_string())?.with_repacked_weights(repack);
+    let how = format!("{}{} threads", if repack { "repacked, " } else { "" }, m_threads(threads));
+    llama_speed_on(cpu, &how, dtype, LlamaDims::BENCH, prompt, gen)
+}
+
+/// Builds a synthetic llama of shape `dims` and `dtype` weights in a
+/// temporary file, loads it on `backend` (`how` says how, for the row's
+/// text), then times a `prompt`-token prompt (one batch) and `gen` generated
+/// tokens (one per step, through the KV cache; each step computes only the
+/// last position's logits, as llama.cpp does). A one-token run first (then
+/// the cache is reset) leaves the load-time work (the mapping's first touch,
+/// repacking, kernel compilation) out of the timings. The file is deleted.
+pub fn llama_speed_on<B: rgml::Backend>(
+    backend: B,
+    how: &str,
+    dtype: rgml::DType,
+    dims: LlamaDims,
+    prompt: usize,
+    gen: usize,
+) -> Result<LlamaSpeed, String> {
     let e = |e: rgml::Error| e.to_string();
-    let path = std::env::temp_dir().join(format!("rgml-synthetic-llama-{}.gguf", std::process::id()));
-    synthetic_llama(&path, dtype, 2048, 4, 5632, 32000).map_err(e)?;
+    let path = std::env::temp_dir().join(format!("rgml-synthetic-llama-{}-{dtype}.gguf", std::process::id()));
+    let LlamaDims { n_embd, n_layer, n_ff, n_vocab } = dims;
+    synthetic_llama(&path, dtype, n_embd, n_layer, n_ff, n_vocab).map_err(e)?;
     let result = (|| {
-        let cpu = CpuBackend::new(threads).map_err(e)?.with_repacked_weights(repack);
-        let mut m = crate::llama::Llama::load_on(&path, Some(prompt + gen + 1), cpu).map_err(e)?;
+        let mut m = crate::llama::Llama::load_on(&path, Some(prompt + gen + 1), backend).map_err(e)?;
         m.eval_last(&[1]).map_err(e)?;
         m.reset().map_err(e)?;
-        let tokens: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % 32000).collect();
+        let tokens: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % n_vocab as u32).collect();
         let t = Instant::now();
-        // the last position's logits, as generation needs (and llama.cpp computes)
         let mut next = crate::llama::argmax(&m.eval_last(&tokens).map_err(e)?);
         let prompt_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -339,9 +374,7 @@ pub fn llama_speed(
         let gen_s = t.elapsed().as_secs_f64();
         Ok(LlamaSpeed {
             what: format!(
-                "synthetic llama {dtype}{}: n_embd 2048, 4 layers, n_ff 5632, vocab 32000, {} threads",
-                if repack { " (repacked)" } else { "" },
-                m_threads(threads)
+                "synthetic llama {dtype}: n_embd {n_embd}, {n_layer} layers, n_ff {n_ff}, vocab {n_vocab}, {how}"
             ),
             prompt_tps: prompt as f64 / prompt_s,
             gen_tps: gen as f64 / gen_s,

@@ -25,7 +25,8 @@
 //!   ratio to the HBM read bound, taken to be the copy's GB/s (read + write
 //!   bytes per second: the rate HBM moves bytes in either direction); target ≥ 0.7.
 //! - `W6` (1000 adds of 16 floats) and `overhead` (one such add): µs per node
-//!   and per graph run: launch and synchronization cost.
+//!   and per graph run: launch and synchronization cost. `W6-graph` and
+//!   `overhead-graph`: the same with CUDA graphs (every timed run a replay).
 
 use cudarc::driver::CudaSlice;
 use rgml::workloads::{self, Workload};
@@ -65,10 +66,12 @@ struct Spec {
     name: String,
     kind: Kind,
     build: Box<dyn Fn() -> rgml::Result<Workload>>,
+    /// Timed with CUDA graphs ([`CudaBackend::with_graphs`]).
+    graphs: bool,
 }
 
 fn spec(name: impl Into<String>, kind: Kind, build: impl Fn() -> rgml::Result<Workload> + 'static) -> Spec {
-    Spec { name: name.into(), kind, build: Box::new(build) }
+    Spec { name: name.into(), kind, build: Box::new(build), graphs: false }
 }
 
 /// The workloads of one run, in order.
@@ -90,6 +93,8 @@ fn specs(s: &Sizes) -> Vec<Spec> {
     }
     v.push(spec("W6", Kind::Overhead, || workloads::add_chain(1000, 16)));
     v.push(spec("overhead", Kind::Overhead, || workloads::add_chain(1, 16)));
+    v.push(Spec { graphs: true, ..spec("W6-graph", Kind::Overhead, || workloads::add_chain(1000, 16)) });
+    v.push(Spec { graphs: true, ..spec("overhead-graph", Kind::Overhead, || workloads::add_chain(1, 16)) });
     v
 }
 
@@ -136,11 +141,23 @@ impl CopyBase {
     }
 }
 
-/// Median seconds of one `compute` of `w` (planned and allocated once, here).
-fn time_graph(be: &CudaBackend, w: &Workload, reps: usize) -> rgml::Result<f64> {
+/// Median seconds of one `compute` of `w` (planned and allocated once, here);
+/// with `graphs`, after the two runs that capture the CUDA graph, so that
+/// every timed run is a replay.
+fn time_graph(be: &CudaBackend, w: &Workload, reps: usize, graphs: bool) -> rgml::Result<f64> {
+    let be = be.clone().with_graphs(graphs);
     let plan = Allocator::new(CudaRules).plan(&w.ctx, &w.graph)?;
     let mut st = be.alloc(&w.ctx, &w.graph, plan)?;
-    time(reps, || be.compute(&w.ctx, &w.graph, &mut st))
+    if graphs {
+        for _ in 0..2 {
+            be.compute(&w.ctx, &w.graph, &mut st)?;
+        }
+    }
+    let t = time(reps, || be.compute(&w.ctx, &w.graph, &mut st))?;
+    if let Some(why) = st.graph_stats().fallback {
+        return Err(rgml::Error::Invalid(format!("CUDA graphs fell back to eager runs: {why}")));
+    }
+    Ok(t)
 }
 
 /// What a run produced: the rows, and the workloads that failed with why.
@@ -201,7 +218,7 @@ pub fn run(
 fn run_spec(be: &CudaBackend, base: &mut CopyBase, s: &Spec, reps: usize) -> Result<Row, String> {
     let e = |e: rgml::Error| e.to_string();
     let w = (s.build)().map_err(e)?;
-    let median_s = time_graph(be, &w, reps).map_err(e)?;
+    let median_s = time_graph(be, &w, reps, s.graphs).map_err(e)?;
     // the copy again, right after, as the bound of this row
     let copy = base.gbps(be, reps)?;
     let (bytes, gflops, us_per_node) = match s.kind {
@@ -236,7 +253,10 @@ mod tests {
     fn row_names_match_torch_bench() {
         let names: Vec<String> = specs(&Sizes::default()).into_iter().map(|s| s.name).collect();
         let want =
-            ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384", "W6", "overhead"];
+            ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384", "W6", "overhead"]
+                .into_iter()
+                .chain(["W6-graph", "overhead-graph"]);
+        let want: Vec<&str> = want.collect();
         assert_eq!(names, want);
         let script =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();

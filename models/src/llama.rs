@@ -236,6 +236,11 @@ impl<B: Backend> Llama<B> {
     pub fn backend(&self) -> &B {
         &self.backend
     }
+    /// The backend memory of the model's graphs (its KV cache included),
+    /// once a first evaluation has allocated it.
+    pub fn storage(&self) -> Option<&B::Storage> {
+        self.storage.as_ref()
+    }
     /// Positions already in the KV cache.
     pub fn n_past(&self) -> usize {
         self.n_past

@@ -142,7 +142,7 @@ struct BenchArgs {
     /// Timed runs per workload (the median is reported).
     #[arg(long, default_value_t = 15)]
     reps: usize,
-    /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (CPU only).
+    /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
 }
@@ -255,9 +255,6 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
 
 fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
     use rgml_models::{bench, bench_cuda};
-    if a.llama {
-        return Err("--llama runs on the CPU only (drop it, or use --backend cpu)".into());
-    }
     let mut sizes = bench_cuda::Sizes::default();
     if let Some(n) = a.n {
         sizes.n = n;
@@ -287,7 +284,29 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
             eprintln!("FAILED {name}: {e}");
         },
     )?;
+    if a.llama {
+        // decode speed with and without CUDA graphs, on one backend
+        let be = rgml::CudaBackend::new(a.device.unwrap_or(0)).map_err(|e| e.to_string())?;
+        for graphs in [false, true] {
+            let how = format!("{be:?}, CUDA graphs {}", if graphs { "on" } else { "off" });
+            let b = be.clone().with_graphs(graphs);
+            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, bench::LlamaDims::BENCH, 64, 32)?;
+            print_llama(json, &format!("llama-q4_0-cuda{}", if graphs { "-graphs" } else { "" }), &s);
+        }
+    }
     Ok(if out.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// One synthetic-llama row: a JSON object or a line of text.
+fn print_llama(json: bool, name: &str, s: &rgml_models::bench::LlamaSpeed) {
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"name": name, "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps})
+        );
+    } else {
+        outln!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
+    }
 }
 
 fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
@@ -301,15 +320,7 @@ fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Re
     if llama {
         for (dt, repack) in [(rgml::DType::Q4_0, false), (rgml::DType::Q4_0, true), (rgml::DType::Q8_0, false)] {
             let s = bench::llama_speed(dt, threads, 64, 16, repack)?;
-            if json {
-                let name = format!("llama-{dt}{}", if repack { "-rp" } else { "" });
-                outln!(
-                    "{}",
-                    serde_json::json!({"name": name, "what": s.what, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps})
-                );
-            } else {
-                outln!("{}: prompt {:.1} tokens/s, generation {:.1} tokens/s", s.what, s.prompt_tps, s.gen_tps);
-            }
+            print_llama(json, &format!("llama-{dt}{}", if repack { "-rp" } else { "" }), &s);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -50,6 +50,29 @@ fn f32_logits_match_llama_cpp_on_cuda() {
     check_model(&mut m, &reference(), "CudaBackend (poison)");
 }
 
+/// Token by token with CUDA graphs: every step after the second replays a
+/// captured graph, with the same bits as the backend without graphs.
+#[test]
+fn decode_with_cuda_graphs_gives_the_eager_bits() {
+    let Some(gpu) = cuda() else { return };
+    let toks = tokens();
+    let mut runs = Vec::new();
+    for graphs in [false, true] {
+        let mut m = Llama::load_on(&fixture("tiny_llama_f32.gguf"), Some(16), gpu.clone().with_graphs(graphs)).unwrap();
+        let logits: Vec<f32> = toks.iter().flat_map(|&t| m.eval(&[t]).unwrap()).collect();
+        let stats = m.storage().unwrap().graph_stats();
+        runs.push((logits, stats));
+    }
+    let ((eager, off), (replayed, on)) = (&runs[0], &runs[1]);
+    assert_eq!(*off, rgml::GraphStats::default());
+    assert_eq!((on.eager, on.captured, on.replayed, on.fallback.clone()), (1, 1, toks.len() as u64 - 2, None));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(eager) == bits(replayed), "graph replays differ from eager runs");
+    let d = max_diff(replayed, &reference());
+    assert!(d <= 1e-4, "with CUDA graphs: max abs diff {d}");
+    println!("ok: {} decode steps, {on:?}, max abs diff {d}", toks.len());
+}
+
 #[test]
 fn f32_logits_match_llama_cpp_through_any_backend() {
     // the CPU through the run-time choice, always

@@ -46,8 +46,11 @@ for cu in kernels/*.cu; do
     $CXX "${FLAGS[@]}" "${KERNEL_FLAGS[@]}" -c "$src" -o "$OUT/obj/$m.o" &
     objs+=("$OUT/obj/$m.o")
 done
-for f in runtime memory profile driver cublas; do $CXX "${FLAGS[@]}" -O2 -c "$EMU/$f.cpp" -o "$OUT/obj/$f.o" & done
+for f in runtime memory profile driver capture cublas; do $CXX "${FLAGS[@]}" -O2 -c "$EMU/$f.cpp" -o "$OUT/obj/$f.o" & done
 for job in $(jobs -p); do wait "$job"; done
-$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/memory.o" "$OUT/obj/profile.o" "$OUT/obj/driver.o" "${objs[@]}"
-$CXX -shared -o "$OUT/libcublas.so" -Wl,-soname,libcublas.so "$OUT/obj/cublas.o"
+$CXX -shared -o "$OUT/libcuda.so" -Wl,-soname,libcuda.so "$OUT/obj/runtime.o" "$OUT/obj/memory.o" "$OUT/obj/profile.o" "$OUT/obj/driver.o" \
+    "$OUT/obj/capture.o" "${objs[@]}"
+# libcublas.so issues its work through libcuda.so's streams (stream capture);
+# rgml loads libcuda.so from the same directory first, so the loader reuses it
+$CXX -shared -o "$OUT/libcublas.so" -Wl,-soname,libcublas.so "$OUT/obj/cublas.o" -L"$OUT" -lcuda -Wl,-rpath,'$ORIGIN'
 echo "$OUT/libcuda.so $OUT/libcublas.so"

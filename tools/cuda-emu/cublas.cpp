@@ -1,7 +1,10 @@
 // rgml CUDA emulator: the cuBLAS calls rgml makes, on the CPU, with cuBLAS's
 // argument checks (a leading dimension below its minimum is
 // CUBLAS_STATUS_INVALID_VALUE). Column-major, as cuBLAS; each dot product is
-// summed in double and rounded once to the output type.
+// summed in double and rounded once to the output type. The work goes to the
+// handle's stream through libcuda.so (capture.cpp's rg_emu_stream_submit), so a
+// capturing stream records it: arguments are checked, and alpha and beta read
+// (host pointer mode), at the call; the product is computed when it runs.
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -9,7 +12,7 @@
 typedef int cublasStatus_t;
 struct cublasContext { void* stream; };
 typedef cublasContext* cublasHandle_t;
-enum { SUCCESS = 0, NOT_INITIALIZED = 1, INVALID_VALUE = 7, NOT_SUPPORTED = 15 };
+enum { SUCCESS = 0, NOT_INITIALIZED = 1, INVALID_VALUE = 7, EXECUTION_FAILED = 13, NOT_SUPPORTED = 15 };
 enum { R_32F = 0, R_16F = 2, R_16BF = 14 };
 enum { COMPUTE_32F = 68, COMPUTE_32F_PEDANTIC = 69 };
 
@@ -42,12 +45,46 @@ static void store(void* p, int type, long long i, double v) {
     }
     }
 }
+// One GEMM's arguments, alpha and beta by value.
+struct Gemm {
+    int transa, transb, m, n, k;
+    float alpha, beta;
+    const void* A; int atype, lda; long long sa;
+    const void* B; int btype, ldb; long long sb;
+    void* C; int ctype, ldc; long long sc;
+    int batch;
+};
+
+// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; op(A) is m x k, op(B) k x n.
+static void run_gemm(void* arg) {
+    const Gemm& g = *(const Gemm*)arg;
+    for (long long b = 0; b < g.batch; b++) {
+        for (long long j = 0; j < g.n; j++) {
+            for (long long i = 0; i < g.m; i++) {
+                double acc = 0.0;
+                for (long long p = 0; p < g.k; p++) {
+                    long long ai = b * g.sa + (g.transa ? i * g.lda + p : p * g.lda + i);
+                    long long bi = b * g.sb + (g.transb ? p * g.ldb + j : j * g.ldb + p);
+                    acc += load(g.A, g.atype, ai) * load(g.B, g.btype, bi);
+                }
+                long long ci = b * g.sc + j * g.ldc + i;
+                double out = (double)g.alpha * acc;
+                if (g.beta != 0.0f) out += (double)g.beta * load(g.C, g.ctype, ci);  // beta 0: C is not read (BLAS)
+                store(g.C, g.ctype, ci, out);
+            }
+        }
+    }
+}
+static void free_gemm(void* arg) { delete (Gemm*)arg; }
+
 static cublasStatus_t bad(const char* why) {
     std::fprintf(stderr, "cuda-emu: cublasGemmStridedBatchedEx: %s\n", why);
     return INVALID_VALUE;
 }
 
 extern "C" {
+int rg_emu_stream_submit(const char* fn, void* stream, void (*run)(void*), void* arg, void (*free_arg)(void*));
+
 cublasStatus_t cublasCreate_v2(cublasHandle_t* h) { *h = new cublasContext{nullptr}; return SUCCESS; }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { delete h; return SUCCESS; }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, void* s) {
@@ -60,7 +97,6 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void*, size_t) { return h
 const char* cublasGetStatusString(cublasStatus_t s) { return s == SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "cuBLAS error (cuda-emu)"; }
 const char* cublasGetStatusName(cublasStatus_t s) { return cublasGetStatusString(s); }
 
-// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; op(A) is m x k, op(B) k x n.
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, int transa, int transb, int m, int n, int k,
                                           const void* alpha, const void* A, int atype, int lda, long long sa,
                                           const void* B, int btype, int ldb, long long sb, const void* beta, void* C,
@@ -78,25 +114,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, int transa, int tran
         if (t != R_32F && t != R_16F && t != R_16BF) return NOT_SUPPORTED;
     }
     if (atype != btype) return NOT_SUPPORTED;
-    const float al = *(const float*)alpha, be = *(const float*)beta;
-    for (long long b = 0; b < batch; b++) {
-        const char* a = (const char*)A;
-        const char* bb = (const char*)B;
-        for (long long j = 0; j < n; j++) {
-            for (long long i = 0; i < m; i++) {
-                double acc = 0.0;
-                for (long long p = 0; p < k; p++) {
-                    long long ai = b * sa + (transa ? i * lda + p : p * lda + i);
-                    long long bi = b * sb + (transb ? p * ldb + j : j * ldb + p);
-                    acc += load(a, atype, ai) * load(bb, btype, bi);
-                }
-                long long ci = b * sc + j * ldc + i;
-                double out = (double)al * acc;
-                if (be != 0.0f) out += (double)be * load(C, ctype, ci);  // beta 0: C is not read (BLAS)
-                store(C, ctype, ci, out);
-            }
-        }
-    }
+    Gemm* g = new Gemm{transa, transb, m, n, k, *(const float*)alpha, *(const float*)beta,
+                       A, atype, lda, sa, B, btype, ldb, sb, C, ctype, ldc, sc, batch};
+    if (rg_emu_stream_submit("cublasGemmStridedBatchedEx", h->stream, run_gemm, g, free_gemm) != 0) return EXECUTION_FAILED;
     return SUCCESS;
 }
 }

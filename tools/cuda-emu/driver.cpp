@@ -4,48 +4,35 @@
 // real CUBINs or PTX, whose kernel names are looked up in the kernels
 // compiled for the CPU (runtime.cpp). Launches are
 // checked against an H100/H200's limits (block and grid sizes, shared memory).
-#include <chrono>
+// Streams, events, stream capture and graphs: capture.cpp (the types and
+// helpers the two share: driver.h).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "driver.h"
 #include "emu.h"
 #include "runtime.h"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-struct CUctx_st { int device; };
-struct CUstream_st { int flags; };
-struct CUevent_st { double ms; };
+using namespace rg_emu_driver;
+
 struct CUmod_st { std::set<std::string> entries; };
 struct CUfunc_st { const rg_emu::Kernel* k; int max_dynamic_smem; };
-typedef CUctx_st* CUcontext;
-typedef CUstream_st* CUstream;
-typedef CUevent_st* CUevent;
-typedef CUmod_st* CUmodule;
-typedef CUfunc_st* CUfunction;
 
-enum {
-    OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
-    INVALID_IMAGE = 200, INVALID_CONTEXT = 201, INVALID_PTX = 218, INVALID_HANDLE = 400, NOT_FOUND = 500,
-    LAUNCH_FAILED = 719, NOT_SUPPORTED = 801,
-};
 static const int SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN = 227 * 1024;
 static const unsigned long long TOTAL_MEM = 64ull << 30;
 
 static bool initialized = false;
 static CUctx_st primary{0};
-static thread_local CUcontext current = nullptr;
+thread_local CUcontext rg_emu_driver::current = nullptr;
 
-static CUresult say(CUresult r, const char* fn, const std::string& why) {
+CUresult rg_emu_driver::say(CUresult r, const char* fn, const std::string& why) {
     std::fprintf(stderr, "cuda-emu: %s: %s\n", fn, why.c_str());
     return r;
-}
-static double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 using rg_emu::in_device;
 
@@ -102,36 +89,13 @@ CUresult cuCtxGetDevice(CUdevice* d) {
     *d = current->device;
     return OK;
 }
-CUresult cuCtxSynchronize() { return current ? OK : INVALID_CONTEXT; }
-
-CUresult cuStreamCreate(CUstream* s, unsigned flags) {
+// Synchronizing the context would wait on every capture in it, whatever its mode.
+CUresult cuCtxSynchronize() {
     if (!current) return INVALID_CONTEXT;
-    *s = new CUstream_st{(int)flags};
-    return OK;
+    return sync_context("cuCtxSynchronize");
 }
-CUresult cuStreamCreateWithPriority(CUstream* s, unsigned flags, int) { return cuStreamCreate(s, flags); }
-CUresult cuStreamDestroy_v2(CUstream s) { delete s; return OK; }
-CUresult cuStreamSynchronize(CUstream) { return OK; }
-CUresult cuStreamWaitEvent(CUstream, CUevent e, unsigned) { return e ? OK : INVALID_HANDLE; }
-CUresult cuStreamQuery(CUstream) { return OK; }
 
-CUresult cuEventCreate(CUevent* e, unsigned) { *e = new CUevent_st{0.0}; return OK; }
-CUresult cuEventDestroy_v2(CUevent e) { delete e; return OK; }
-CUresult cuEventRecord(CUevent e, CUstream) {
-    if (!e) return INVALID_HANDLE;
-    e->ms = now_ms();
-    return OK;
-}
-CUresult cuEventQuery(CUevent e) { return e ? OK : INVALID_HANDLE; }
-CUresult cuEventSynchronize(CUevent e) { return e ? OK : INVALID_HANDLE; }
-CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
-    if (!a || !b) return INVALID_HANDLE;
-    *ms = (float)(b->ms - a->ms);
-    return OK;
-}
-CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { return cuEventElapsedTime(ms, a, b); }
-
-CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+static CUresult alloc(CUdeviceptr* p, size_t bytes) {
     if (!current) return INVALID_CONTEXT;
     if (bytes == 0) return INVALID_VALUE;  // as the driver: a zero-byte allocation is an error
     CUdeviceptr m = rg_emu::device_alloc(bytes, TOTAL_MEM);
@@ -139,56 +103,107 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
     *p = m;
     return OK;
 }
-CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream) { return cuMemAlloc_v2(p, bytes); }
-CUresult cuMemFree_v2(CUdeviceptr p) {
+static CUresult free_device(CUdeviceptr p) {
     if (!rg_emu::device_free(p)) return say(INVALID_VALUE, "cuMemFree", "not the start of a live allocation");
     return OK;
 }
-CUresult cuMemFreeAsync(CUdeviceptr p, CUstream) { return cuMemFree_v2(p); }
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+    if (CUresult r = unsafe_call("cuMemAlloc")) return r;
+    return alloc(p, bytes);
+}
+CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream s) {
+    if (CUresult r = async_alloc_ok(s, "cuMemAllocAsync")) return r;
+    return alloc(p, bytes);
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    if (CUresult r = unsafe_call("cuMemFree")) return r;
+    return free_device(p);
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+    if (CUresult r = async_alloc_ok(s, "cuMemFreeAsync")) return r;
+    return free_device(p);
+}
 CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
     *free_b = TOTAL_MEM - rg_emu::device_bytes();
     *total = TOTAL_MEM;
     return OK;
 }
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+    if (CUresult r = unsafe_call("cuMemHostAlloc")) return r;
     *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
-    return *p ? OK : OUT_OF_MEMORY;
+    if (!*p) return OUT_OF_MEMORY;
+    pin_host(*p, bytes);
+    return OK;
 }
-CUresult cuMemFreeHost(void* p) { std::free(p); return OK; }
+CUresult cuMemFreeHost(void* p) {
+    if (CUresult r = unsafe_call("cuMemFreeHost")) return r;
+    if (!unpin_host(p)) return say(INVALID_VALUE, "cuMemFreeHost", "not memory from cuMemHostAlloc");
+    std::free(p);
+    return OK;
+}
 
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+// The stream-ordered copies and memsets: arguments checked at once, the work
+// run now or recorded (and the ranges checked again when it runs).
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
     if (n == 0) return OK;
     if (!in_device(dst, n)) return say(INVALID_VALUE, "cuMemcpyHtoD", "destination outside every device allocation");
-    std::memcpy((void*)dst, src, n);
-    return OK;
+    return issue(s, "cuMemcpyHtoD", Op{"copy host to device", [=] {
+        if (!in_device(dst, n)) return std::string("destination outside every device allocation");
+        std::memcpy((void*)dst, src, n);
+        return std::string();
+    }, src, n}, INVALID_VALUE);
 }
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) { return cuMemcpyHtoDAsync_v2(dst, src, n, nullptr); }
-CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+    if (CUresult r = unsafe_call("cuMemcpyHtoD")) return r;
+    return cuMemcpyHtoDAsync_v2(dst, src, n, nullptr);
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
     if (n == 0) return OK;
     if (!in_device(src, n)) return say(INVALID_VALUE, "cuMemcpyDtoH", "source outside every device allocation");
-    std::memcpy(dst, (const void*)src, n);
-    return OK;
+    return issue(s, "cuMemcpyDtoH", Op{"copy device to host", [=] {
+        if (!in_device(src, n)) return std::string("source outside every device allocation");
+        std::memcpy(dst, (const void*)src, n);
+        return std::string();
+    }, dst, n}, INVALID_VALUE);
 }
-CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync_v2(dst, src, n, nullptr); }
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+    if (CUresult r = unsafe_call("cuMemcpyDtoH")) return r;
+    return cuMemcpyDtoHAsync_v2(dst, src, n, nullptr);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     if (n == 0) return OK;
     if (!in_device(src, n) || !in_device(dst, n)) return say(INVALID_VALUE, "cuMemcpyDtoD", "a range outside every device allocation");
-    std::memmove((void*)dst, (const void*)src, n);
-    return OK;
+    return issue(s, "cuMemcpyDtoD", Op{"copy device to device", [=] {
+        if (!in_device(src, n) || !in_device(dst, n)) return std::string("a range outside every device allocation");
+        std::memmove((void*)dst, (const void*)src, n);
+        return std::string();
+    }}, INVALID_VALUE);
 }
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoDAsync_v2(dst, src, n, nullptr); }
-CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (CUresult r = unsafe_call("cuMemcpyDtoD")) return r;
+    return cuMemcpyDtoDAsync_v2(dst, src, n, nullptr);
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
     if (n == 0) return OK;
     if (!in_device(dst, n)) return say(INVALID_VALUE, "cuMemsetD8", "range outside every device allocation");
-    std::memset((void*)dst, v, n);
-    return OK;
+    return issue(s, "cuMemsetD8", Op{"memset", [=] {
+        if (!in_device(dst, n)) return std::string("range outside every device allocation");
+        std::memset((void*)dst, v, n);
+        return std::string();
+    }}, INVALID_VALUE);
 }
-CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) { return cuMemsetD8Async(dst, v, n, nullptr); }
-CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream) {
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+    if (CUresult r = unsafe_call("cuMemsetD8")) return r;
+    return cuMemsetD8Async(dst, v, n, nullptr);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
     if (n == 0) return OK;
     if (dst % 4 || !in_device(dst, n * 4)) return say(INVALID_VALUE, "cuMemsetD32", "misaligned or outside every allocation");
-    for (size_t i = 0; i < n; i++) ((unsigned*)dst)[i] = v;
-    return OK;
+    return issue(s, "cuMemsetD32", Op{"memset", [=] {
+        if (!in_device(dst, n * 4)) return std::string("range outside every device allocation");
+        for (size_t i = 0; i < n; i++) ((unsigned*)dst)[i] = v;
+        return std::string();
+    }}, INVALID_VALUE);
 }
 
 // The global function symbols of a 64-bit ELF image (a CUBIN): its kernels.
@@ -272,20 +287,40 @@ CUresult cuFuncSetAttribute(CUfunction f, int attr, int v) {
 }
 CUresult cuFuncSetCacheConfig(CUfunction, int) { return OK; }
 
+// A kernel's parameter values (in 16-byte slots) and the array of pointers
+// to them that its invoker takes: a launch copies them, as the driver does.
+struct Params {
+    struct alignas(16) Slot { char b[16]; };
+    std::vector<Slot> bytes;
+    std::vector<void*> ptrs;
+};
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned smem, CUstream, void** params, void** extra) {
+                        unsigned smem, CUstream s, void** params, void** extra) {
     if (!f) return INVALID_HANDLE;
-    const std::string who = "cuLaunchKernel(" + f->k->name + ")";
+    const rg_emu::Kernel* k = f->k;
+    const std::string who = "cuLaunchKernel(" + k->name + ")";
     if (extra) return say(NOT_SUPPORTED, who.c_str(), "the `extra` argument");
-    if (!params && f->k->nparams > 0) return say(INVALID_VALUE, who.c_str(), "no parameters");
+    if (!params && !k->param_sizes.empty()) return say(INVALID_VALUE, who.c_str(), "no parameters");
     if (!gx || !gy || !gz || !bx || !by || !bz) return say(INVALID_VALUE, who.c_str(), "a zero grid or block dimension");
     if (gx > 2147483647u || gy > 65535 || gz > 65535) return say(INVALID_VALUE, who.c_str(), "grid dimensions over the limits");
     if (bx > 1024 || by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024)
         return say(INVALID_VALUE, who.c_str(), "more than 1024 threads per block");
     if ((int)smem > f->max_dynamic_smem) return say(INVALID_VALUE, who.c_str(), "dynamic shared memory over the function's limit");
-    std::string err = rg_emu::run_kernel(*f->k, dim3{gx, gy, gz}, dim3{bx, by, bz}, smem, params);
-    if (!err.empty()) return say(LAUNCH_FAILED, who.c_str(), err);
-    return OK;
+    auto p = std::make_shared<Params>();
+    size_t slots = 0;
+    for (unsigned n : k->param_sizes) slots += (n + 15) / 16;
+    p->bytes.resize(slots);
+    char* at = (char*)p->bytes.data();
+    for (size_t i = 0; i < k->param_sizes.size(); i++) {
+        std::memcpy(at, params[i], k->param_sizes[i]);
+        p->ptrs.push_back(at);
+        at += (k->param_sizes[i] + 15) / 16 * 16;
+    }
+    const dim3 grid{gx, gy, gz}, block{bx, by, bz};
+    Op op{"kernel " + k->name, [=] { return rg_emu::run_kernel(*k, grid, block, smem, p->ptrs.data()); }};
+    op.kernel = true;
+    return issue(s, who.c_str(), std::move(op), LAUNCH_FAILED);
 }
 
 CUresult cuGetErrorName(CUresult r, const char** s) {

@@ -148,7 +148,9 @@ inline float max(float a, float b) { return std::fmax(a, b); }
 // kernel to each module's translation unit.
 namespace rg_emu {
 using Invoke = void (*)(void* fn, void** params);
-void register_kernel(const char* module, const char* name, void* fn, Invoke invoke, int nparams);
+// `param_sizes`: the byte size of each of the kernel's nparams parameters
+// (a launch captured into a graph keeps copies of their values).
+void register_kernel(const char* module, const char* name, void* fn, Invoke invoke, int nparams, const unsigned* param_sizes);
 
 template <class... A, unsigned long... I>
 inline void call_with(void (*f)(A...), void** params, std::integer_sequence<unsigned long, I...>) {
@@ -161,7 +163,9 @@ inline void invoke_as(void* fn, void** params) {
 template <class... A>
 struct Registrar {
     Registrar(const char* module, const char* name, void (*f)(A...)) {
-        register_kernel(module, name, reinterpret_cast<void*>(f), &invoke_as<A...>, (int)sizeof...(A));
+        static_assert(((alignof(std::remove_reference_t<A>) <= 16) && ...), "a kernel parameter aligned over 16 bytes");
+        static const unsigned sizes[sizeof...(A) + 1] = {(unsigned)sizeof(std::remove_reference_t<A>)...};  // + 1: no empty array
+        register_kernel(module, name, reinterpret_cast<void*>(f), &invoke_as<A...>, (int)sizeof...(A), sizes);
     }
 };
 template <class... A>

@@ -27,8 +27,8 @@ static std::map<std::string, Kernel>& registry() {
     static std::map<std::string, Kernel> r;
     return r;
 }
-void register_kernel(const char* module, const char* name, void* fn, Invoke invoke, int nparams) {
-    registry()[name] = Kernel{module, name, fn, invoke, nparams};
+void register_kernel(const char* module, const char* name, void* fn, Invoke invoke, int nparams, const unsigned* param_sizes) {
+    registry()[name] = Kernel{module, name, fn, invoke, std::vector<unsigned>(param_sizes, param_sizes + nparams)};
 }
 const Kernel* find_kernel(const char* name) {
     auto it = registry().find(name);

@@ -3,18 +3,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 struct dim3;
 
 namespace rg_emu {
 using Invoke = void (*)(void* fn, void** params);
 // One kernel compiled for the CPU: its module (kernels/<module>.cu), name and
-// an invoker that unpacks cuLaunchKernel's parameter array by its signature.
+// an invoker that unpacks cuLaunchKernel's parameter array by its signature,
+// and each parameter's byte size (a captured launch copies the values).
 struct Kernel {
     std::string module, name;
     void* fn;
     Invoke invoke;
-    int nparams;
+    std::vector<unsigned> param_sizes;
 };
 const Kernel* find_kernel(const char* name);
 // Runs every block of a launch; returns "" or what went wrong.

@@ -111,12 +111,29 @@ pub(crate) fn per_row(rows: i64, shared: u32) -> Result<LaunchConfig> {
 /// `src` as packed F32 rows in a new device buffer (dequantized/converted;
 /// any layout, any of the 12 block types blocked along any dim).
 pub(crate) fn to_f32_rows(dev: &Device, src: &Bound) -> Result<(CudaSlice<f32>, Layout)> {
-    let n = src.l.nelements().max(1) as usize;
-    let mut out = dev.stream.alloc_zeros::<f32>(n).map_err(cuda_err("alloc scratch"))?;
+    // SAFETY: `to_f32_into` writes every element before the caller reads any.
+    let mut out = unsafe { dev.stream.alloc::<f32>(src.l.nelements().max(1) as usize) }.map_err(cuda_err("alloc"))?;
     let (p, _sync) = out.device_ptr_mut(&dev.stream);
-    launch!(dev, "rows", "rg_to_f32", flat(src.l.nelements()); p, src.ptr, src.q("to_f32")?);
+    let l = to_f32_into(dev, p, src)?;
     drop(_sync);
-    Ok((out, Layout::contiguous(DType::F32, src.l.ne)?))
+    Ok((out, l))
+}
+
+/// `src` as packed F32 rows at `dst` (room for every element of `src`); returns their layout.
+pub(crate) fn to_f32_into(dev: &Device, dst: u64, src: &Bound) -> Result<Layout> {
+    launch!(dev, "rows", "rg_to_f32", flat(src.l.nelements()); dst, src.ptr, src.q("to_f32")?);
+    Layout::contiguous(DType::F32, src.l.ne)
+}
+
+/// One compute's nodes and where their operands are: what a run of the
+/// nodes (eager or captured) needs.
+pub(crate) struct Nodes<'a> {
+    pub ctx: &'a Context,
+    pub graph: &'a Graph,
+    pub regions: &'a HashMap<TensorId, Region>,
+    /// The index-error flag of `get_rows`/`set_rows` (0: the graph has none),
+    /// followed by each `set_rows`' claims (one int per destination row).
+    pub flags: u64,
 }
 
 impl CudaBackend {
@@ -125,7 +142,8 @@ impl CudaBackend {
     /// Data-holding leaves flagged as inputs are uploaded again first (so
     /// `Context::set_data` between computes is seen, as on the CPU); in
     /// poison mode the plan buffer is filled with NaN bytes first and every
-    /// range the plan frees after a step is refilled right after it.
+    /// range the plan frees after a step is refilled right after it. With
+    /// [`CudaBackend::with_graphs`], repeated runs launch a CUDA graph.
     pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
         graph.check_context(ctx)?;
         storage.plan.check_graph(graph)?;
@@ -133,14 +151,14 @@ impl CudaBackend {
             return Err(Error::Mismatch("storage was allocated by another CudaBackend".into()));
         }
         let dev = &*self.dev;
+        let _stream = dev.exclusive()?;
         let regions = storage.regions(ctx, graph)?;
         storage.refresh_inputs(ctx)?;
         if self.poison {
             storage.poison_all(ctx, graph)?;
         }
-        // the index-error flags of get_rows/set_rows, then each set_rows' claims
-        // (one zeroed int per destination row): only graphs that have them pay
-        // for the allocation and the read-back
+        // the index-error flag, then each set_rows' claims: only graphs that
+        // have them pay for the buffer, its zeroing and the read-back
         let (mut indexed, mut claims) = (false, 0usize);
         for &id in graph.nodes() {
             let t = ctx.tensor(id)?;
@@ -149,20 +167,42 @@ impl CudaBackend {
                 claims += usize::try_from(t.layout().nrows()).unwrap_or(0);
             }
         }
-        let mut err =
-            if indexed { Some(dev.stream.alloc_zeros::<i32>(1 + claims).map_err(cuda_err("alloc"))?) } else { None };
-        let err_ptr = err.as_mut().map_or(0, |e| e.device_ptr_mut(&dev.stream).0);
+        let flags = if indexed { storage.zeroed_flags(1 + claims)? } else { 0 };
+        let nodes = Nodes { ctx, graph, regions: &regions, flags };
+        if self.graphs && !self.poison {
+            let key = super::graphs::Key::new(&nodes, self.staged_mmvq);
+            self.run_with_graphs(&mut storage.graphs, &nodes, key)?;
+        } else {
+            self.run_nodes(&nodes, if self.poison { Some(&mut *storage) } else { None })?;
+        }
+        dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
+        let flag = if indexed { storage.first_flag()? } else { 0 };
+        match flag {
+            0 => Ok(()),
+            f if f & 1 != 0 => {
+                Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()))
+            }
+            _ => Err(Error::Invalid("set_rows: two rows are written to the same place".into())),
+        }
+    }
+
+    /// Queues every node's kernels on the stream; `poison`: the storage whose
+    /// freed ranges are refilled with NaN after each step.
+    pub(crate) fn run_nodes(&self, nodes: &Nodes, mut poison: Option<&mut CudaStorage>) -> Result<()> {
+        let dev = &*self.dev;
+        let (ctx, regions, err_ptr) = (nodes.ctx, nodes.regions, nodes.flags);
         let mut claims_ptr = err_ptr + 4;
-        for (step, &id) in graph.nodes().iter().enumerate() {
+        dev.scratch.release()?;
+        for (step, &id) in nodes.graph.nodes().iter().enumerate() {
             let t = ctx.tensor(id)?;
             if t.op().is_metadata() || t.op() == Op::Leaf {
-                if self.poison {
-                    storage.poison_ranges(step)?;
+                if let Some(st) = poison.as_deref_mut() {
+                    st.poison_ranges(step)?;
                 }
                 continue;
             }
-            let b = |s: TensorId| bind(ctx, &regions, s, false);
-            let dst = bind(ctx, &regions, id, true)?;
+            let b = |s: TensorId| bind(ctx, regions, s, false);
+            let dst = bind(ctx, regions, id, true)?;
             let src = t.src();
             match t.op() {
                 Op::Cont | Op::Dup | Op::Cpy => copy(dev, dst, b(src[0])?)?,
@@ -240,24 +280,11 @@ impl CudaBackend {
                 }
                 Op::Leaf | Op::View | Op::Reshape | Op::Transpose | Op::Permute(_) | Op::Expand => {}
             }
-            if self.poison {
-                storage.poison_ranges(step)?;
+            // the node's kernels are queued: its scratch may serve the next node
+            dev.scratch.release()?;
+            if let Some(st) = poison.as_deref_mut() {
+                st.poison_ranges(step)?;
             }
-        }
-        dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
-        let flag = match &err {
-            Some(e) => {
-                let first = e.slice(0..1);
-                dev.stream.clone_dtoh(&first).map_err(cuda_err("download"))?
-            }
-            None => Vec::new(),
-        };
-        match flag.first().copied().unwrap_or(0) {
-            0 => {}
-            f if f & 1 != 0 => {
-                return Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()))
-            }
-            _ => return Err(Error::Invalid("set_rows: two rows are written to the same place".into())),
         }
         Ok(())
     }

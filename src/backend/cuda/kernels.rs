@@ -408,7 +408,7 @@ mod signature_tests {
 
     /// The kind of a Rust launch argument, from the names the launch sites use.
     fn arg_kind(a: &str) -> Kind {
-        const PTRS: &[&str] = &["p", "err_ptr", "claims_ptr", "mp", "fp", "ap"];
+        const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap"];
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt"];
         const S4: &[&str] = &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows"];
         const S8: &[&str] = &["n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
@@ -475,8 +475,8 @@ mod signature_tests {
         let quantize = [Kind::Ptr, Kind::Ptr, Kind::Tensor, Kind::S8, Kind::S8];
         let dot = [Kind::Ptr, Kind::Ptr, Kind::Ptr, Kind::Struct];
         let mmvq_rs = include_str!("matmul/mmvq.rs");
-        assert!(mmvq_rs.contains("lb.arg(&p).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);"));
-        assert!(mmvq_rs.contains("lb.arg(&dst.ptr).arg(&a.ptr).arg(&ap).arg(&p);"));
+        assert!(mmvq_rs.contains("lb.arg(&dst).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);"));
+        assert!(mmvq_rs.contains("lb.arg(&dst.ptr).arg(&a.ptr).arg(&acts).arg(&p);"));
         for w in DType::QUANTIZED {
             if let Some(spec) = super::super::matmul::mmvq::QSpec::of(w) {
                 assert_eq!(kernel("mmvq", spec.kernel), dot, "{w:?}");

@@ -8,7 +8,9 @@
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
 //! buffer, leaves uploaded once, those of 16 MiB and more through two pinned
 //! staging buffers) and runs graphs node by node
-//! ([`CudaBackend::compute`]); `mul_mat` for every weight type the CPU takes:
+//! ([`CudaBackend::compute`]), or as a captured CUDA graph on repeated runs
+//! ([`CudaBackend::with_graphs`], `graphs.rs`), node temporaries in one
+//! reused scratch buffer (`scratch.rs`); `mul_mat` for every weight type the CPU takes:
 //! cuBLAS SGEMM for F32 weights, `cublasGemmStridedBatchedEx` with F16/BF16
 //! inputs and F32 accumulation for F16/BF16 weights, and for Q4_0 … Q6_K the
 //! activations quantized on the device to the CPU's dot partner bytes and
@@ -35,11 +37,13 @@
 
 mod exec;
 mod fast;
+mod graphs;
 pub mod kernels;
 mod matmul;
 mod nvrtc;
 pub mod probe;
 mod quant;
+mod scratch;
 mod storage;
 mod upload;
 
@@ -47,12 +51,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::{Error, Result};
 use crate::plan::{ReuseRules, CUDA_ALIGNMENT};
 use crate::tensor::Op;
 
+pub use graphs::GraphStats;
 pub use nvrtc::{arch_for, compile, compile_cubin, modules, sm_for};
 pub use probe::CudaLib;
 pub use storage::CudaStorage;
@@ -77,20 +82,31 @@ impl ReuseRules for CudaRules {
     }
 }
 
-/// A CUDA device: its context, its one stream, cuBLAS on that stream, and
-/// the kernel modules loaded so far. Cheap to share: storages keep an
-/// `Arc` to it to launch their read-back kernels.
+/// A CUDA device: its context, its one stream, cuBLAS on that stream (with
+/// its own workspace), the kernel modules and functions loaded so far, and
+/// the scratch buffer of the node temporaries. Cheap to share: storages keep
+/// an `Arc` to it to launch their read-back kernels.
 pub(crate) struct Device {
     ordinal: usize,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    /// cuBLAS's workspace, set once (so that no GEMM allocates, in a graph
+    /// capture in particular).
+    _blas_workspace: CudaSlice<u8>,
     arch: String,
     sm: String,
     name: String,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
     staging: upload::Staging,
+    scratch: scratch::Scratch,
+    /// Held for the whole of a compute: the scratch buffer serves one run at a time.
+    run: Mutex<()>,
 }
+
+/// cuBLAS's workspace: what NVIDIA recommends for Hopper (32 MiB).
+const BLAS_WORKSPACE: usize = 32 << 20;
 
 /// Dynamic shared memory per block any kernel may use without opting in.
 const SHARED_DEFAULT: u32 = 48 * 1024;
@@ -102,6 +118,7 @@ pub struct CudaBackend {
     dev: Arc<Device>,
     poison: bool,
     staged_mmvq: bool,
+    graphs: bool,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -137,25 +154,52 @@ impl CudaBackend {
             });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver_err("cuCtxCreate"))?;
+        // Every operation of this backend is ordered on its one stream, so
+        // cudarc's per-buffer events (which order uses across streams) are
+        // not needed; without them nothing waits on an event recorded outside
+        // a graph capture, which the driver rejects.
+        // SAFETY: called before this context object allocates anything, and
+        // all of the backend's work is on one stream.
+        unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx.compute_capability().map_err(driver_err("compute capability"))?;
         let name = ctx.name().unwrap_or_else(|_| "?".into());
-        let stream = ctx.default_stream();
+        // a stream of our own: the legacy default stream cannot be captured
+        let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let blas = CudaBlas::new(stream.clone())
             .map_err(|e| Error::Unavailable { what: "cuBLAS".into(), why: format!("cublasCreate: {e:?}") })?;
+        // SAFETY: cuBLAS's scratch space; nothing reads bytes it did not write.
+        let workspace =
+            unsafe { stream.alloc::<u8>(BLAS_WORKSPACE) }.map_err(driver_err("cuMemAlloc (cuBLAS workspace)"))?;
+        let ws_ptr = workspace.device_ptr(&stream).0;
+        // SAFETY: the handle is live; the workspace is device memory of that
+        // size kept alive by the Device as long as the handle (fields drop
+        // after their owner is gone, and the handle is only used through it).
+        let status = unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ws_ptr as *mut std::ffi::c_void, BLAS_WORKSPACE)
+        };
+        if status != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(Error::Unavailable { what: "cuBLAS".into(), why: format!("cublasSetWorkspace: {status:?}") });
+        }
         let dev = Device {
             ordinal,
             ctx,
             stream,
             blas,
+            _blas_workspace: workspace,
             arch: arch_for(major, minor),
             sm: sm_for(major, minor),
             name,
             modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
             staging: upload::Staging::default(),
+            scratch: scratch::Scratch::default(),
+            run: Mutex::new(()),
         };
         // RGML_CUDA_MMVQ=generic: the generic dot kernels by default (an A/B switch for a GPU run)
         let staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
-        Ok(CudaBackend { dev: Arc::new(dev), poison: false, staged_mmvq })
+        // RGML_CUDA_GRAPHS=1: CUDA graphs by default (an A/B switch for a GPU run)
+        let graphs = std::env::var("RGML_CUDA_GRAPHS").is_ok_and(|v| v == "1");
+        Ok(CudaBackend { dev: Arc::new(dev), poison: false, staged_mmvq, graphs })
     }
     /// Poison mode (a debug aid, as [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)):
     /// before a run the plan buffer (inputs placed in it excepted) is filled
@@ -177,6 +221,16 @@ impl CudaBackend {
         self.staged_mmvq = staged;
         self
     }
+    /// Whether [`compute`](CudaBackend::compute) may replay CUDA graphs (off
+    /// by default; on with `RGML_CUDA_GRAPHS=1` in the environment): the
+    /// second time a storage computes the same graph at the same device
+    /// addresses, the run is captured as a CUDA graph, and later runs launch
+    /// that graph (one launch instead of one per node). Not in poison mode.
+    /// Results are the same bits; see [`CudaStorage::graph_stats`].
+    pub fn with_graphs(mut self, graphs: bool) -> CudaBackend {
+        self.graphs = graphs;
+        self
+    }
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {
         self.dev.ordinal
@@ -189,7 +243,9 @@ impl CudaBackend {
     pub fn arch(&self) -> &str {
         &self.dev.arch
     }
-    /// The cudarc context.
+    /// The cudarc context. Its event tracking is off (the backend orders all
+    /// of its work on one stream): slices made from it do not synchronize
+    /// across streams by themselves.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.dev.ctx
     }
@@ -198,13 +254,31 @@ impl CudaBackend {
         &self.dev.stream
     }
     /// Kernel `func` of module `module`, compiling and loading the module at first use.
-    pub fn function(&self, module: &'static str, func: &str) -> Result<CudaFunction> {
+    pub fn function(&self, module: &'static str, func: &'static str) -> Result<CudaFunction> {
         self.dev.function(module, func)
     }
 }
 
 impl Device {
-    pub(crate) fn function(&self, module: &'static str, func: &str) -> Result<CudaFunction> {
+    /// The stream for one caller at a time (a compute, an upload, a read-back):
+    /// the scratch buffer serves one run at a time, and a CUDA graph capture
+    /// must not take in another thread's work.
+    pub(crate) fn exclusive(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.run.lock().map_err(|_| Error::Invalid("internal: stream lock poisoned".into()))
+    }
+
+    /// Kernel `func` of `module` (loaded at first use, then kept).
+    pub(crate) fn function(&self, module: &'static str, func: &'static str) -> Result<CudaFunction> {
+        let lock_err = || Error::Invalid("internal: function lock poisoned".into());
+        if let Some(f) = self.functions.lock().map_err(|_| lock_err())?.get(&(module, func)) {
+            return Ok(f.clone());
+        }
+        let f = self.load_function(module, func)?;
+        self.functions.lock().map_err(|_| lock_err())?.insert((module, func), f.clone());
+        Ok(f)
+    }
+
+    fn load_function(&self, module: &'static str, func: &str) -> Result<CudaFunction> {
         let m = {
             let mut mods = self.modules.lock().map_err(|_| Error::Invalid("internal: module lock poisoned".into()))?;
             match mods.get(module) {
@@ -279,6 +353,13 @@ mod tests {
                 println!("SKIP: {e}");
             }
         }
+    }
+
+    #[test]
+    fn backend_and_storage_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<CudaBackend>();
+        send_sync::<CudaStorage>();
     }
 
     #[test]

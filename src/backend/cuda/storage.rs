@@ -15,6 +15,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use super::exec::{cuda_err, to_f32_rows};
+use super::graphs::{GraphCache, GraphStats};
 use super::{CudaBackend, CudaRules, Device};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -35,6 +36,10 @@ pub struct CudaStorage {
     /// copies keep their state for a later rebind; read-only uploads save a
     /// re-upload.
     spare: HashMap<(TensorId, bool), CudaSlice<u8>>,
+    /// The index-error flag and `set_rows` claims (grow-only, zeroed per compute).
+    flags: Option<CudaSlice<i32>>,
+    /// The CUDA graphs captured for this storage ([`CudaBackend::with_graphs`]).
+    pub(crate) graphs: GraphCache,
 }
 
 impl std::fmt::Debug for CudaStorage {
@@ -74,6 +79,7 @@ impl CudaBackend {
         plan: Plan,
         capacity: usize,
     ) -> Result<CudaStorage> {
+        let _stream = self.dev.exclusive()?;
         graph.check_context(ctx)?;
         plan.check_graph(graph)?;
         let size = plan.buffer_size().max(capacity).max(1);
@@ -84,6 +90,8 @@ impl CudaBackend {
             buffer,
             leaves: HashMap::new(),
             spare: HashMap::new(),
+            flags: None,
+            graphs: GraphCache::default(),
         };
         st.bind_leaves(ctx, plan)?;
         Ok(st)
@@ -114,6 +122,8 @@ impl CudaStorage {
     /// a KV cache carries over from graph to graph; weights are not uploaded
     /// again); new ones are uploaded from the context.
     pub fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        let dev = self.dev.clone();
+        let _stream = dev.exclusive()?;
         graph.check_context(ctx)?;
         plan.check_graph(graph)?;
         if plan.buffer_size() > self.buffer.len() {
@@ -131,13 +141,43 @@ impl CudaStorage {
     /// kept then).
     pub fn grow(&mut self, capacity: usize) -> Result<()> {
         if capacity > self.buffer.len() {
+            let dev = self.dev.clone();
+            let _stream = dev.exclusive()?;
             self.buffer = self.dev.stream.alloc_zeros::<u8>(capacity).map_err(cuda_err("alloc plan buffer"))?;
+            self.graphs.clear();
         }
         Ok(())
+    }
+    /// What this storage's computes did with CUDA graphs
+    /// ([`CudaBackend::with_graphs`]): runs eager, captured and replayed.
+    pub fn graph_stats(&self) -> GraphStats {
+        self.graphs.stats().clone()
+    }
+    /// The address of `n` zeroed ints (the index-error flag, then the
+    /// `set_rows` claims), zeroed on the stream before the nodes run.
+    pub(crate) fn zeroed_flags(&mut self, n: usize) -> Result<u64> {
+        let stream = self.dev.stream.clone();
+        if self.flags.as_ref().is_none_or(|f| f.len() < n) {
+            self.flags = Some(stream.alloc_zeros::<i32>(n.next_power_of_two()).map_err(cuda_err("alloc flags"))?);
+        }
+        let flags = self.flags.as_mut().ok_or_else(|| Error::Invalid("internal: no flag buffer".into()))?;
+        let mut view = flags.slice_mut(0..n);
+        stream.memset_zeros(&mut view).map_err(cuda_err("zero flags"))?;
+        let ptr = flags.device_ptr_mut(&stream).0;
+        Ok(ptr)
+    }
+    /// The index-error flag after the last compute (0: no error).
+    pub(crate) fn first_flag(&self) -> Result<i32> {
+        match &self.flags {
+            Some(f) => Ok(self.dev.stream.clone_dtoh(&f.slice(0..1)).map_err(cuda_err("download"))?[0]),
+            None => Ok(0),
+        }
     }
     /// Sets the device copy of leaf `id`, one the graphs write (e.g. a KV
     /// cache), back to the context's data.
     pub fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        let dev = self.dev.clone();
+        let _stream = dev.exclusive()?;
         let bytes = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
         let stream = self.dev.stream.clone();
         let copy = if self.plan.place(id) == Some(Place::LeafCopy) {
@@ -296,6 +336,7 @@ impl CudaStorage {
     /// after the last compute; [`Error::NotContiguous`] for other layouts, as
     /// on the CPU.
     pub fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        let _stream = self.dev.exclusive()?;
         let t = ctx.tensor(id)?;
         let l = t.layout();
         if !l.is_contiguous() {
@@ -317,6 +358,8 @@ impl CudaStorage {
     /// plan placed (in the plan buffer, or the device copy of a leaf the graph
     /// writes). A leaf that holds its data in the context is set there.
     pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        let dev = self.dev.clone();
+        let _stream = dev.exclusive()?;
         let t = ctx.tensor(id)?;
         if t.op() != Op::Leaf {
             return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
@@ -402,6 +445,7 @@ impl CudaStorage {
     /// the CPU, transposed quantized views included) as f32 in logical order,
     /// as they are after the last compute.
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        let _stream = self.dev.exclusive()?;
         let t = ctx.tensor(id)?;
         let stream = &self.dev.stream;
         let (slice, offset, len) = self.root_slice(ctx, id)?;

@@ -21,7 +21,7 @@
 //! the CPU by ~1e-3 of the min term), and the dot path needs no F32 copy of the
 //! weights. A tensor-core int8 GEMM for prefill batches is future work.
 
-use cudarc::driver::{DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::super::exec::{cuda_err, Bound};
 use super::super::kernels::KTensor;
@@ -177,10 +177,10 @@ pub(crate) fn quantize_grid(blocks: i64) -> Result<u32> {
         .ok_or_else(|| Error::Invalid(format!("CUDA mul_mat: {blocks} activation blocks exceed one grid")))
 }
 
-/// Quantizes every row of `b` (F32/F16/BF16, any strides) for weights of type
-/// `w` into a new device buffer of packed rows (see [`act_format`]); returns it
-/// with the bytes per row.
-pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound) -> Result<(cudarc::driver::CudaSlice<u8>, usize)> {
+/// The activation rows of `b` quantized for weights of type `w`: their
+/// kernel, bytes per row and total bytes (see [`act_format`]); an error when
+/// `b` cannot be quantized.
+pub(crate) fn act_rows(w: DType, b: &Bound) -> Result<(&'static str, usize, usize)> {
     let (func, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
     let k = b.l.ne[0];
     if b.l.dtype.block_size() > 1 {
@@ -189,25 +189,30 @@ pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound) -> Result<(cudarc::dri
     if k % values as i64 != 0 {
         return Err(Error::shape("mul_mat", format!("{k} values per row are not whole {values}-value blocks")));
     }
-    let bpr = k / values as i64;
-    let row = bpr as usize * bytes;
-    let rows = b.l.nrows();
-    let total = bpr * rows;
-    let mut out = dev.stream.alloc_zeros::<u8>((row * rows as usize).max(1)).map_err(cuda_err("alloc scratch"))?;
+    let row = (k / values as i64) as usize * bytes;
+    Ok((func, row, row * b.l.nrows() as usize))
+}
+
+/// Quantizes every row of `b` (F32/F16/BF16, any strides) for weights of type
+/// `w` into packed rows at `dst` (room for [`act_rows`]' total bytes).
+pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound, dst: u64) -> Result<()> {
+    let (func, row, _) = act_rows(w, b)?;
+    let (_, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
+    let bpr = b.l.ne[0] / values as i64;
+    debug_assert_eq!(bpr as usize * bytes, row);
+    let total = bpr * b.l.nrows();
     if total > 0 {
         let f = dev.function("quantize_act", func)?;
         let cfg = LaunchConfig { grid_dim: (quantize_grid(total)?, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         let kt = KTensor::of("mul_mat", &b.l)?;
-        let (p, sync) = out.device_ptr_mut(&dev.stream);
         let mut lb = dev.stream.launch_builder(&f);
-        lb.arg(&p).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);
+        lb.arg(&dst).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);
         // SAFETY: the arguments are the kernel's (dst, x, tx, bpr, nblocks); x's
         // extent was checked when it was bound, and dst holds `total` blocks of
-        // `bytes` bytes (rows * row).
+        // `bytes` bytes (the caller's promise).
         unsafe { lb.launch(cfg) }.map_err(cuda_err("launch quantize_act"))?;
-        drop(sync);
     }
-    Ok((out, row))
+    Ok(())
 }
 
 /// `dst = a · bᵀ` for quantized weights `a` (see the module docs); the
@@ -231,7 +236,9 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
         return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));
     }
     let units = i32::try_from(k / 32).map_err(|_| Error::Invalid(format!("CUDA mul_mat: K = {k} too large")))?;
-    let (mut acts, act_row) = quantize(dev, wt, &b)?;
+    let (_, act_row, act_bytes) = act_rows(wt, &b)?;
+    let acts = dev.scratch.take(&dev.stream, act_bytes)?;
+    quantize(dev, wt, &b, acts)?;
     let p = KMmvq {
         w_nb: [al.nb[1] as i64, al.nb[2] as i64, al.nb[3] as i64],
         d_nb: [d.nb[1] as i64, d.nb[2] as i64, d.nb[3] as i64],
@@ -253,15 +260,13 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
     }
     let f = dev.function(spec.module, kernel)?;
     let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-    let (ap, sync) = acts.device_ptr_mut(&dev.stream);
     let mut lb = dev.stream.launch_builder(&f);
-    lb.arg(&dst.ptr).arg(&a.ptr).arg(&ap).arg(&p);
+    lb.arg(&dst.ptr).arg(&a.ptr).arg(&acts).arg(&p);
     // SAFETY: the arguments are the kernel's (dst, w, act, p). dst is F32 with
     // nb0 = 4 and the strides in p; w's extent (m rows of K/bs blocks at the
     // strides in p, broadcast by r2, r3) was checked when bound, with the
     // alignment its loads need; act holds ne1·ne2·ne3 rows of act_row bytes.
     unsafe { lb.launch(cfg) }.map_err(cuda_err("launch mmvq"))?;
-    drop(sync);
     Ok(())
 }
 
@@ -285,20 +290,21 @@ impl CudaBackend {
     /// number of its partner's blocks, or `x.len()` not a multiple of `k`.
     pub fn quantize_activations(&self, w: DType, x: &[f32], k: usize) -> Result<Vec<u8>> {
         let dev = &*self.dev;
+        let _stream = dev.exclusive()?;
         if k == 0 || !x.len().is_multiple_of(k) {
             return Err(Error::shape("quantize_activations", format!("{} values are not rows of {k}", x.len())));
         }
         let rows = (x.len() / k) as i64;
         let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
         let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
-        let ptr = {
-            use cudarc::driver::DevicePtr;
-            src.device_ptr(&dev.stream).0
-        };
-        let (out, _) = quantize(dev, w, &Bound { ptr, l })?;
+        let ptr = src.device_ptr(&dev.stream).0;
+        let (_, _, total) = act_rows(w, &Bound { ptr, l })?;
+        // SAFETY: the quantize kernel writes every byte before the download.
+        let out = unsafe { dev.stream.alloc::<u8>(total.max(1)) }.map_err(cuda_err("alloc"))?;
+        let op = out.device_ptr(&dev.stream).0;
+        quantize(dev, w, &Bound { ptr, l }, op)?;
         let bytes = dev.stream.clone_dtoh(&out).map_err(cuda_err("download"))?;
-        let total = act_format(w).map_or(0, |(_, v, b)| x.len() / v * b);
-        Ok(to_cpu_layout(w, &bytes[..total.min(bytes.len())]))
+        Ok(to_cpu_layout(w, &bytes[..total]))
     }
 }
 

@@ -23,9 +23,8 @@ pub(crate) mod mmvq;
 use std::ffi::{c_int, c_void};
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
-use cudarc::driver::{CudaSlice, DevicePtr};
 
-use super::exec::{copy, to_f32_rows, Bound};
+use super::exec::{copy, to_f32_into, Bound};
 use super::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -79,39 +78,23 @@ pub(crate) fn gemm_ready(b: &Bound, t: DType) -> bool {
         && b.ptr.is_multiple_of(size as u64)
 }
 
-/// A scratch copy kept alive until its GEMM is queued.
-enum Scratch {
-    F32(#[allow(dead_code)] CudaSlice<f32>),
-    U16(#[allow(dead_code)] CudaSlice<u16>),
-}
-
 /// `b` itself if cuBLAS can read it as type `t`, else a packed copy of it
-/// converted (rounded) to `t`, kept alive by the returned scratch.
-fn as_gemm_operand(dev: &Device, b: Bound, t: GemmType) -> Result<(Bound, Option<Scratch>)> {
+/// converted (rounded) to `t` in the device's scratch memory.
+fn as_gemm_operand(dev: &Device, b: Bound, t: GemmType) -> Result<Bound> {
     if gemm_ready(&b, t.dtype()) {
-        return Ok((b, None));
+        return Ok(b);
     }
+    let n = b.l.nelements().max(1) as usize;
+    let ptr = dev.scratch.take(&dev.stream, n * t.dtype().type_size())?;
     if t == GemmType::F32 && b.l.dtype.is_quantized() {
-        let (buf, l) = to_f32_rows(dev, &b)?;
-        let ptr = buf.device_ptr(&dev.stream).0;
-        return Ok((Bound { ptr, l }, Some(Scratch::F32(buf))));
+        let l = to_f32_into(dev, ptr, &b)?;
+        return Ok(Bound { ptr, l });
     }
     // plain sources go through `copy`, which has the packed, converting and
     // tiled transposing fast paths (a transposed V view is read coalesced)
-    let n = b.l.nelements().max(1) as usize;
-    let alloc_err = |e: cudarc::driver::DriverError| Error::Invalid(format!("cuda alloc: {e:?}"));
-    let (ptr, keep) = if t == GemmType::F32 {
-        let buf = dev.stream.alloc_zeros::<f32>(n).map_err(alloc_err)?;
-        let ptr = buf.device_ptr(&dev.stream).0;
-        (ptr, Scratch::F32(buf))
-    } else {
-        let buf = dev.stream.alloc_zeros::<u16>(n).map_err(alloc_err)?;
-        let ptr = buf.device_ptr(&dev.stream).0;
-        (ptr, Scratch::U16(buf))
-    };
     let packed = Bound { ptr, l: Layout::contiguous(t.dtype(), b.l.ne)? };
     copy(dev, packed, b)?;
-    Ok((packed, Some(keep)))
+    Ok(packed)
 }
 
 fn int(v: i64, what: &str) -> Result<c_int> {
@@ -151,8 +134,8 @@ pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool
 fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()> {
     let d = dst.l;
     // F16/BF16 weights meet activations rounded to their type (as ggml and the CPU)
-    let (a, _keep_a) = as_gemm_operand(dev, a, t)?;
-    let (b, _keep_b) = as_gemm_operand(dev, b, t)?;
+    let a = as_gemm_operand(dev, a, t)?;
+    let b = as_gemm_operand(dev, b, t)?;
     let (al, bl) = (a.l, b.l);
     if al.ne[2] == 0 || al.ne[3] == 0 || bl.ne[2] % al.ne[2] != 0 || bl.ne[3] % al.ne[3] != 0 {
         return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));

@@ -1,0 +1,186 @@
+//! CUDA graphs ([`CudaBackend::with_graphs`]): a compute that a storage has
+//! already run once, for the same graph at the same device addresses, is
+//! captured as a CUDA graph and launched; later ones launch the captured
+//! graph again. One launch then replaces one driver call per node, which is
+//! what a decode step of a small model spends most of its time on.
+//!
+//! What a replay depends on, and is checked against before each launch (a
+//! [`Key`]): the graph (id and revision), every storage root's device range
+//! (plan buffer offsets, leaf copies), the index-flag buffer, the scratch
+//! buffer and the dot-kernel choice. Leaves' data, inputs set since the last
+//! run, a KV cache: all are read by the kernels at launch time, so they may
+//! change between replays. Nothing is allocated during a capture (scratch is
+//! fixed, cuBLAS has its own workspace) and nothing synchronizes.
+//!
+//! Any failure to capture or instantiate (a driver that refuses some call in
+//! capture mode) falls back to running the nodes one by one, for this run
+//! and every later one of the storage, and the reason is kept in
+//! [`GraphStats::fallback`].
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::CudaGraph;
+
+use super::exec::{cuda_err, Nodes};
+use super::storage::Region;
+use super::CudaBackend;
+use crate::error::Result;
+use crate::tensor::TensorId;
+
+/// How many captured graphs a storage keeps (the least recently used goes first).
+const KEEP: usize = 8;
+
+/// What a storage's computes did with CUDA graphs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphStats {
+    /// Runs that launched the nodes one by one (first runs of a graph, and
+    /// every run after a fallback).
+    pub eager: u64,
+    /// Runs that captured a graph (and launched it).
+    pub captured: u64,
+    /// Runs that launched a graph captured before.
+    pub replayed: u64,
+    /// Why graphs were given up for this storage, if they were.
+    pub fallback: Option<String>,
+}
+
+/// What a captured graph's launches depend on (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Key {
+    graph: (u64, u32),
+    roots: Vec<(TensorId, u64, usize)>,
+    flags: u64,
+    staged: bool,
+}
+
+impl Key {
+    pub(crate) fn new(nodes: &Nodes, staged: bool) -> Key {
+        let mut roots: Vec<_> =
+            nodes.regions.iter().map(|(&id, r): (&TensorId, &Region)| (id, r.base, r.len)).collect();
+        roots.sort_unstable();
+        Key { graph: (nodes.graph.id(), nodes.graph.revision()), roots, flags: nodes.flags, staged }
+    }
+}
+
+/// An instantiated graph, launched only through `&mut` (so never from two
+/// threads at once, which CUDA forbids for graph objects).
+struct Exec(CudaGraph);
+
+// SAFETY: CUDA graph objects may be used from any thread as long as calls on
+// one object are serialized; `Exec` is only reachable through the storage
+// that owns it and only `launch(&mut self)` touches the graph, so moving it
+// or sharing `&Exec` between threads cannot make two calls overlap.
+unsafe impl Send for Exec {}
+// SAFETY: as above: `&Exec` gives access to nothing.
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    fn launch(&mut self) -> Result<()> {
+        self.0.launch().map_err(cuda_err("cuGraphLaunch"))
+    }
+}
+
+struct Captured {
+    key: Key,
+    /// The scratch buffer (address, size) the graph's kernels use.
+    scratch: (u64, usize),
+    graph: Exec,
+    last_use: u64,
+}
+
+/// A storage's captured graphs and what it has run eagerly.
+#[derive(Default)]
+pub(crate) struct GraphCache {
+    graphs: Vec<Captured>,
+    /// Keys run eagerly once (the next run with one of them is captured).
+    seen: Vec<Key>,
+    stats: GraphStats,
+    clock: u64,
+}
+
+impl GraphCache {
+    pub(crate) fn stats(&self) -> &GraphStats {
+        &self.stats
+    }
+    /// Drops every captured graph (their addresses may have gone).
+    pub(crate) fn clear(&mut self) {
+        self.graphs.clear();
+        self.seen.clear();
+    }
+}
+
+impl CudaBackend {
+    /// Runs `nodes` through the storage's graph cache: replays a graph
+    /// captured for `key`, captures one if `key` ran before, else runs the
+    /// nodes eagerly (see the module docs). Returns with the work queued.
+    pub(crate) fn run_with_graphs(&self, cache: &mut GraphCache, nodes: &Nodes, key: Key) -> Result<()> {
+        let dev = &*self.dev;
+        if cache.stats.fallback.is_some() {
+            cache.stats.eager += 1;
+            return self.run_nodes(nodes, None);
+        }
+        cache.clock += 1;
+        let scratch = dev.scratch.extent(&dev.stream)?;
+        if let Some(c) = cache.graphs.iter_mut().find(|c| c.key == key && c.scratch == scratch) {
+            c.last_use = cache.clock;
+            c.graph.launch()?;
+            cache.stats.replayed += 1;
+            return Ok(());
+        }
+        if !cache.seen.contains(&key) {
+            self.run_nodes(nodes, None)?;
+            cache.stats.eager += 1;
+            if cache.seen.len() >= KEEP {
+                cache.seen.remove(0);
+            }
+            cache.seen.push(key);
+            return Ok(());
+        }
+        match self.capture(nodes) {
+            Ok(graph) => {
+                let mut graph = Exec(graph);
+                graph.launch()?;
+                cache.stats.captured += 1;
+                cache.seen.retain(|k| *k != key);
+                if cache.graphs.len() >= KEEP {
+                    let oldest = (0..cache.graphs.len()).min_by_key(|&i| cache.graphs[i].last_use).unwrap_or(0);
+                    cache.graphs.swap_remove(oldest);
+                }
+                let scratch = dev.scratch.extent(&dev.stream)?;
+                cache.graphs.push(Captured { key, scratch, graph, last_use: cache.clock });
+                Ok(())
+            }
+            Err(why) => {
+                // the eager run is the reference: it returns the node's error if
+                // there is one, and otherwise graphs are given up
+                self.run_nodes(nodes, None)?;
+                cache.stats.eager += 1;
+                cache.stats.fallback = Some(why);
+                cache.clear();
+                Ok(())
+            }
+        }
+    }
+
+    /// Captures `nodes` on the stream (nothing runs) as an instantiated graph,
+    /// or why it could not.
+    fn capture(&self, nodes: &Nodes) -> std::result::Result<CudaGraph, String> {
+        let dev = &*self.dev;
+        dev.scratch.set_fixed(true).map_err(|e| e.to_string())?;
+        let begun = dev.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        let run = begun.map_err(|e| format!("cuStreamBeginCapture: {e:?}")).map(|()| self.run_nodes(nodes, None));
+        // a begun capture is always ended, whatever happened inside it
+        let ended = match &run {
+            Ok(_) => Some(dev.stream.end_capture(CUgraphInstantiate_flags(0))),
+            Err(_) => None,
+        };
+        let _ = dev.scratch.set_fixed(false);
+        let _ = dev.scratch.release();
+        match (run?, ended) {
+            (Err(e), _) => Err(format!("a node during capture: {e}")),
+            (Ok(()), Some(Ok(Some(g)))) => Ok(g),
+            (Ok(()), Some(Ok(None))) => Err("cuStreamEndCapture: no graph".into()),
+            (Ok(()), Some(Err(e))) => Err(format!("cuStreamEndCapture/cuGraphInstantiate: {e:?}")),
+            (Ok(()), None) => Err("internal: capture not ended".into()),
+        }
+    }
+}
