@@ -14,6 +14,7 @@ rgml, torch, ratio, of (what the ratio is taken against), target, result.
   MV-q4_0-*       GB/s of weights read; ratio = rgml / the HBM read bound, taken to be
                   the copy's GB/s (read+write bytes per second); target 0.70. The torch
                   column is torch's f16 matvec of the same shape (torch has no Q4_0)
+  MQ-q4_0-*       Q4_0 weights against a prompt's 512 rows: dequantized F16 GEMM, -dot: dot kernels (information)
   W6, overhead    microseconds per node / per graph run (information); -graph: with CUDA graphs
   llama-*         synthetic Q4_0 llama: generated tokens/s, with CUDA graphs off and on (information)
 Exit status: 0 (the table is information; a missed target is printed as FAIL).
@@ -59,7 +60,7 @@ def main(argv):
         print(f"  no rgml bench rows in {argv[1]}")
         return 0
     names = [n for n in rg] + [n for n in th if n not in rg]
-    head = f"{'workload':<15} {'unit':<8} {'rgml':>9} {'torch':>9} {'ratio':>6}  {'of':<11} {'target':>6}  result"
+    head = f"{'workload':<20} {'unit':<8} {'rgml':>9} {'torch':>9} {'ratio':>6}  {'of':<11} {'target':>6}  result"
     print(head)
     print("-" * len(head))
     met = total = 0
@@ -88,6 +89,8 @@ def main(argv):
                 ratio = rv / tv
             elif r and not t:
                 note = note or "no torch row: ratio n/a"
+        elif name.startswith("MQ-"):
+            unit, rv = "TFLOP/s", r.get("gflops") and r["gflops"] / 1e3
         elif name.startswith("MV-"):
             unit, rv, tv, ratio, of, target = "GB/s(w)", r.get("gbps"), t.get("gbps"), r.get("ratio"), "HBM=copy", 0.70
             note = note or "torch: f16 matvec (no Q4_0)"
@@ -112,7 +115,7 @@ def main(argv):
             result = "info"
         digits = 2 if unit.startswith("us") else 1
         print(
-            f"{name:<15} {unit:<8} {num(rv, digits=digits):>9} {num(tv, digits=digits):>9} "
+            f"{name:<20} {unit:<8} {num(rv, digits=digits):>9} {num(tv, digits=digits):>9} "
             f"{num(ratio, digits=2):>6}  {of:<11} {num(target, digits=2):>6}  {result}"
             + (f"  ({note})" if note else "")
         )

@@ -24,6 +24,9 @@
 //!   and the graph's fixed cost is shared). GB/s of weight bytes read, and the
 //!   ratio to the HBM read bound, taken to be the copy's GB/s (read + write
 //!   bytes per second: the rate HBM moves bytes in either direction); target ≥ 0.7.
+//! - `MQ-q4_0-4096-512`, `…-dot`: Q4_0 4096² weights against 512 activation
+//!   rows (a prompt), through the dequantized F16 GEMM (the default for
+//!   batches) and through the dot kernels; GFLOP/s (information).
 //! - `W6` (1000 adds of 16 floats) and `overhead` (one such add): µs per node
 //!   and per graph run: launch and synchronization cost. `W6-graph` and
 //!   `overhead-graph`: the same with CUDA graphs (every timed run a replay).
@@ -43,12 +46,15 @@ pub struct Sizes {
     pub mm: i64,
     /// (side, distinct weight matrices per graph) of each Q4_0 matrix-vector row.
     pub matvecs: Vec<(i64, usize)>,
+    /// (side, activation rows) of the Q4_0 prompt-sized products.
+    pub prefill: (i64, i64),
 }
 
 impl Default for Sizes {
-    /// 16384² f32 (1 GiB), 8192³ products, Q4_0 matvecs 32 × 4096² and 4 × 16384².
+    /// 16384² f32 (1 GiB), 8192³ products, Q4_0 matvecs 32 × 4096² and 4 ×
+    /// 16384², Q4_0 4096² weights against 512 activation rows.
     fn default() -> Sizes {
-        Sizes { n: 16384, mm: 8192, matvecs: vec![(4096, 32), (16384, 4)] }
+        Sizes { n: 16384, mm: 8192, matvecs: vec![(4096, 32), (16384, 4)], prefill: (4096, 512) }
     }
 }
 
@@ -66,12 +72,12 @@ struct Spec {
     name: String,
     kind: Kind,
     build: Box<dyn Fn() -> rgml::Result<Workload>>,
-    /// Timed with CUDA graphs ([`CudaBackend::with_graphs`]).
-    graphs: bool,
+    /// The backend's settings for this row (CUDA graphs, `mul_mat` paths).
+    tune: fn(CudaBackend) -> CudaBackend,
 }
 
 fn spec(name: impl Into<String>, kind: Kind, build: impl Fn() -> rgml::Result<Workload> + 'static) -> Spec {
-    Spec { name: name.into(), kind, build: Box::new(build), graphs: false }
+    Spec { name: name.into(), kind, build: Box::new(build), tune: |b| b }
 }
 
 /// The workloads of one run, in order.
@@ -91,10 +97,19 @@ fn specs(s: &Sizes) -> Vec<Spec> {
             workloads::matvecs(DType::Q4_0, side, side, count)
         }));
     }
+    // a prompt's products: the dequantized F16 GEMM (the default), then the dot kernels
+    let (side, rows) = s.prefill;
+    let prefill = move || workloads::matmul(DType::Q4_0, side, side, rows);
+    v.push(spec(format!("MQ-q4_0-{side}-{rows}"), Kind::MatMul, prefill));
+    v.push(Spec {
+        tune: |b| b.with_dequant_gemm(None),
+        ..spec(format!("MQ-q4_0-{side}-{rows}-dot"), Kind::MatMul, prefill)
+    });
     v.push(spec("W6", Kind::Overhead, || workloads::add_chain(1000, 16)));
     v.push(spec("overhead", Kind::Overhead, || workloads::add_chain(1, 16)));
-    v.push(Spec { graphs: true, ..spec("W6-graph", Kind::Overhead, || workloads::add_chain(1000, 16)) });
-    v.push(Spec { graphs: true, ..spec("overhead-graph", Kind::Overhead, || workloads::add_chain(1, 16)) });
+    let graphs: fn(CudaBackend) -> CudaBackend = |b| b.with_graphs(true);
+    v.push(Spec { tune: graphs, ..spec("W6-graph", Kind::Overhead, || workloads::add_chain(1000, 16)) });
+    v.push(Spec { tune: graphs, ..spec("overhead-graph", Kind::Overhead, || workloads::add_chain(1, 16)) });
     v
 }
 
@@ -141,17 +156,14 @@ impl CopyBase {
     }
 }
 
-/// Median seconds of one `compute` of `w` (planned and allocated once, here);
-/// with `graphs`, after the two runs that capture the CUDA graph, so that
-/// every timed run is a replay.
-fn time_graph(be: &CudaBackend, w: &Workload, reps: usize, graphs: bool) -> rgml::Result<f64> {
-    let be = be.clone().with_graphs(graphs);
+/// Median seconds of one `compute` of `w` (planned and allocated once, here),
+/// after two runs (with CUDA graphs, those capture the graph, so that every
+/// timed run is a replay).
+fn time_graph(be: &CudaBackend, w: &Workload, reps: usize) -> rgml::Result<f64> {
     let plan = Allocator::new(CudaRules).plan(&w.ctx, &w.graph)?;
     let mut st = be.alloc(&w.ctx, &w.graph, plan)?;
-    if graphs {
-        for _ in 0..2 {
-            be.compute(&w.ctx, &w.graph, &mut st)?;
-        }
+    for _ in 0..2 {
+        be.compute(&w.ctx, &w.graph, &mut st)?;
     }
     let t = time(reps, || be.compute(&w.ctx, &w.graph, &mut st))?;
     if let Some(why) = st.graph_stats().fallback {
@@ -218,7 +230,7 @@ pub fn run(
 fn run_spec(be: &CudaBackend, base: &mut CopyBase, s: &Spec, reps: usize) -> Result<Row, String> {
     let e = |e: rgml::Error| e.to_string();
     let w = (s.build)().map_err(e)?;
-    let median_s = time_graph(be, &w, reps, s.graphs).map_err(e)?;
+    let median_s = time_graph(&(s.tune)(be.clone()), &w, reps).map_err(e)?;
     // the copy again, right after, as the bound of this row
     let copy = base.gbps(be, reps)?;
     let (bytes, gflops, us_per_node) = match s.kind {
@@ -246,16 +258,15 @@ mod tests {
     use super::*;
 
     fn small() -> Sizes {
-        Sizes { n: 64, mm: 32, matvecs: vec![(64, 3)] }
+        Sizes { n: 64, mm: 32, matvecs: vec![(64, 3)], prefill: (64, 40) }
     }
 
     #[test]
     fn row_names_match_torch_bench() {
         let names: Vec<String> = specs(&Sizes::default()).into_iter().map(|s| s.name).collect();
-        let want =
-            ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384", "W6", "overhead"]
-                .into_iter()
-                .chain(["W6-graph", "overhead-graph"]);
+        let want = ["W1", "W2b", "W3", "W7", "MM-f16-8192", "MM-bf16-8192", "MV-q4_0-4096", "MV-q4_0-16384"]
+            .into_iter()
+            .chain(["MQ-q4_0-4096-512", "MQ-q4_0-4096-512-dot", "W6", "overhead", "W6-graph", "overhead-graph"]);
         let want: Vec<&str> = want.collect();
         assert_eq!(names, want);
         let script =

@@ -132,7 +132,7 @@ struct BenchArgs {
     /// Side of the square matrices (default: 4096 on the CPU, 16384 on CUDA).
     #[arg(long)]
     n: Option<i64>,
-    /// M = K = N of the F16/BF16 matrix products (CUDA only; default 8192).
+    /// M = K = N of the F16/BF16 matrix products, and the activation rows of the Q4_0 prompt products (CUDA only; default 8192 and 512).
     #[arg(long)]
     mm: Option<i64>,
     /// Side of the Q4_0 matrix-vector products, a multiple of 32 (CUDA only;
@@ -261,6 +261,7 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     if let Some(mm) = a.mm {
         sizes.mm = mm;
+        sizes.prefill = ((mm + 31) / 32 * 32, mm);
     }
     if let Some(side) = a.matvec {
         sizes.matvecs = vec![(side, 4)];

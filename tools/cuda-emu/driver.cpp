@@ -318,7 +318,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         at += (k->param_sizes[i] + 15) / 16 * 16;
     }
     const dim3 grid{gx, gy, gz}, block{bx, by, bz};
-    Op op{"kernel " + k->name, [=] { return rg_emu::run_kernel(*k, grid, block, smem, p->ptrs.data()); }};
+    // CUDA_EMU_SKIP_KERNELS=1: launches are checked and counted but not run (a
+    // timing aid: what remains is the host's cost per launch; results are garbage)
+    static const bool skip = std::getenv("CUDA_EMU_SKIP_KERNELS") && std::string(std::getenv("CUDA_EMU_SKIP_KERNELS")) == "1";
+    Op op{"kernel " + k->name, [=] { return skip ? std::string() : rg_emu::run_kernel(*k, grid, block, smem, p->ptrs.data()); }};
     op.kernel = true;
     return issue(s, who.c_str(), std::move(op), LAUNCH_FAILED);
 }

@@ -170,7 +170,7 @@ impl CudaBackend {
         let flags = if indexed { storage.zeroed_flags(1 + claims)? } else { 0 };
         let nodes = Nodes { ctx, graph, regions: &regions, flags };
         if self.graphs && !self.poison {
-            let key = super::graphs::Key::new(&nodes, self.staged_mmvq);
+            let key = super::graphs::Key::new(&nodes, self.quant);
             self.run_with_graphs(&mut storage.graphs, &nodes, key)?;
         } else {
             self.run_nodes(&nodes, if self.poison { Some(&mut *storage) } else { None })?;
@@ -258,7 +258,7 @@ impl CudaBackend {
                     super::quant::set_rows(dev, dst, x, idx, err_ptr, claims_ptr)?;
                     claims_ptr += 4 * rows as u64;
                 }
-                Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?, self.staged_mmvq)?,
+                Op::MulMat => super::matmul::mul_mat(dev, dst, b(src[0])?, b(src[1])?, self.quant)?,
                 Op::Concat { dim } => {
                     let (a, x) = (b(src[0])?, b(src[1])?);
                     let size = same_size("concat", &[&dst, &a, &x])?;

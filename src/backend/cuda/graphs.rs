@@ -7,7 +7,7 @@
 //! What a replay depends on, and is checked against before each launch (a
 //! [`Key`]): the graph (id and revision), every storage root's device range
 //! (plan buffer offsets, leaf copies), the index-flag buffer, the scratch
-//! buffer and the dot-kernel choice. Leaves' data, inputs set since the last
+//! buffer and the `mul_mat` paths chosen. Leaves' data, inputs set since the last
 //! run, a KV cache: all are read by the kernels at launch time, so they may
 //! change between replays. Nothing is allocated during a capture (scratch is
 //! fixed, cuBLAS has its own workspace) and nothing synchronizes.
@@ -21,6 +21,7 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 
 use super::exec::{cuda_err, Nodes};
+use super::matmul::QuantPath;
 use super::storage::Region;
 use super::CudaBackend;
 use crate::error::Result;
@@ -49,15 +50,15 @@ pub(crate) struct Key {
     graph: (u64, u32),
     roots: Vec<(TensorId, u64, usize)>,
     flags: u64,
-    staged: bool,
+    quant: QuantPath,
 }
 
 impl Key {
-    pub(crate) fn new(nodes: &Nodes, staged: bool) -> Key {
+    pub(crate) fn new(nodes: &Nodes, quant: QuantPath) -> Key {
         let mut roots: Vec<_> =
             nodes.regions.iter().map(|(&id, r): (&TensorId, &Region)| (id, r.base, r.len)).collect();
         roots.sort_unstable();
-        Key { graph: (nodes.graph.id(), nodes.graph.revision()), roots, flags: nodes.flags, staged }
+        Key { graph: (nodes.graph.id(), nodes.graph.revision()), roots, flags: nodes.flags, quant }
     }
 }
 

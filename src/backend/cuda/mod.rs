@@ -117,9 +117,13 @@ const SHARED_DEFAULT: u32 = 48 * 1024;
 pub struct CudaBackend {
     dev: Arc<Device>,
     poison: bool,
-    staged_mmvq: bool,
+    quant: matmul::QuantPath,
     graphs: bool,
 }
+
+/// The smallest batch of activation rows that block-type weights meet
+/// through F16 and cuBLAS by default ([`CudaBackend::with_dequant_gemm`]).
+pub const DEQUANT_GEMM_FROM: usize = 32;
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,11 +199,20 @@ impl CudaBackend {
             scratch: scratch::Scratch::default(),
             run: Mutex::new(()),
         };
-        // RGML_CUDA_MMVQ=generic: the generic dot kernels by default (an A/B switch for a GPU run)
-        let staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
-        // RGML_CUDA_GRAPHS=1: CUDA graphs by default (an A/B switch for a GPU run)
+        // A/B switches for a GPU run: RGML_CUDA_MMVQ=generic (the generic dot
+        // kernels), RGML_CUDA_QGEMM=off or a batch size (the dequantized GEMM),
+        // RGML_CUDA_GRAPHS=1 (CUDA graphs)
+        let staged = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
+        let dequant_from = match std::env::var("RGML_CUDA_QGEMM") {
+            Ok(v) if v == "off" => None,
+            Ok(v) => Some(v.parse::<i64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::Invalid(format!("RGML_CUDA_QGEMM={v}: expected `off` or a batch size of at least 1"))
+            })?),
+            Err(_) => Some(DEQUANT_GEMM_FROM as i64),
+        };
         let graphs = std::env::var("RGML_CUDA_GRAPHS").is_ok_and(|v| v == "1");
-        Ok(CudaBackend { dev: Arc::new(dev), poison: false, staged_mmvq, graphs })
+        let quant = matmul::QuantPath { staged, dequant_from };
+        Ok(CudaBackend { dev: Arc::new(dev), poison: false, quant, graphs })
     }
     /// Poison mode (a debug aid, as [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)):
     /// before a run the plan buffer (inputs placed in it excepted) is filled
@@ -218,7 +231,18 @@ impl CudaBackend {
     /// `RGML_CUDA_MMVQ=generic` in the environment). Both kernels compute the
     /// same sums in the same order: this changes speed, not results.
     pub fn with_staged_mmvq(mut self, staged: bool) -> CudaBackend {
-        self.staged_mmvq = staged;
+        self.quant.staged = staged;
+        self
+    }
+    /// From how many activation rows on a `mul_mat` with block-type weights
+    /// dequantizes them to F16 and runs a cuBLAS GEMM (tensor cores) instead
+    /// of the dot kernels: [`DEQUANT_GEMM_FROM`] by default (or
+    /// `RGML_CUDA_QGEMM=N`); `None` (`RGML_CUDA_QGEMM=off`): never. The dot
+    /// kernels compute the CPU's function; the GEMM agrees with it to F16
+    /// rounding of the activations and weights. Only 2-D weights into a
+    /// packed destination take the GEMM.
+    pub fn with_dequant_gemm(mut self, from: Option<usize>) -> CudaBackend {
+        self.quant.dequant_from = from.map(|n| n.max(1) as i64);
         self
     }
     /// Whether [`compute`](CudaBackend::compute) may replay CUDA graphs (off

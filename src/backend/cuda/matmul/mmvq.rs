@@ -15,11 +15,12 @@
 //! each activation chunk serves those rows. It computes the same
 //! sums in the same order (the same bits); in the CUDA emulator's access
 //! profile (`tools/cuda-emu`) a 4096² Q4_0 matvec goes from 0.12 to 1.00
-//! coalescing and from 25 to 1.5 sector fetches per distinct sector. Dequantizing to F32 for an SGEMM at larger batches
-//! was rejected: Q4_1/Q5_1 fold their minimum in through Q8_1's f16-rounded
-//! `s = d·Σq`, which a dequantized GEMM cannot reproduce (it would differ from
-//! the CPU by ~1e-3 of the min term), and the dot path needs no F32 copy of the
-//! weights. A tensor-core int8 GEMM for prefill batches is future work.
+//! coalescing and from 25 to 1.5 sector fetches per distinct sector. These
+//! kernels compute the CPU's function (the Q4_1/Q5_1 minimum folded in through
+//! Q8_1's f16-rounded `s = d·Σq`, which a dequantized GEMM cannot reproduce);
+//! batches from [`QuantPath::dequant_from`](super::QuantPath) rows on take
+//! [`dequant`](super::dequant) instead, for the tensor cores. A tensor-core
+//! int8 kernel that keeps the CPU's arithmetic for those is future work.
 
 use cudarc::driver::{DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 

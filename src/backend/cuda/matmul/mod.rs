@@ -11,13 +11,16 @@
 //!   are exact in f32, so only the summation order differs from the CPU.
 //! - **Q4_0 … Q6_K**: [`mmvq`]: the activations quantized on the device to the
 //!   weight type's dot partner (Q8_0, Q8_1 or Q8_K, the CPU's bytes), then block
-//!   dot products with the CPU's integer-sum-then-scale arithmetic, for every
-//!   batch size (see [`mmvq`]'s docs for why not a dequantized GEMM).
+//!   dot products with the CPU's integer-sum-then-scale arithmetic (the CPU's
+//!   function); from a batch size on (32 activation rows by default), [`dequant`]:
+//!   weights dequantized to F16 and a cuBLAS GEMM on the tensor cores, within
+//!   F16 rounding of the CPU's results.
 //!
 //! The GEMMs run once per `i3` as one strided batch over `i2` (per `(i3, a's
 //! i2)` when `a` is broadcast over dim 2); the dot kernels take the broadcast
 //! in their grid.
 
+pub(crate) mod dequant;
 pub(crate) mod mmvq;
 
 use std::ffi::{c_int, c_void};
@@ -112,9 +115,18 @@ pub(crate) fn ld(rows: i64, cols: i64, nb1: usize, size: usize) -> i64 {
     }
 }
 
-/// `dst = a · bᵀ` (see the module docs); `staged`: whether quantized weights
-/// may take the staged dot kernels.
-pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool) -> Result<()> {
+/// How `mul_mat` with block-type weights runs (the backend's settings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QuantPath {
+    /// The staged dot kernels where the rows are aligned for them.
+    pub staged: bool,
+    /// Batches of at least this many activation rows go through
+    /// [`dequant`] (F16 and cuBLAS); `None`: never.
+    pub dequant_from: Option<i64>,
+}
+
+/// `dst = a · bᵀ` (see the module docs), block-type weights as `q` says.
+pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, q: QuantPath) -> Result<()> {
     let d = dst.l;
     if d.dtype != DType::F32 || !gemm_ready(&dst, DType::F32) {
         return Err(Error::Unsupported { op: "mul_mat", dtype: d.dtype });
@@ -124,7 +136,13 @@ pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool
     }
     match GemmType::of(a.l.dtype) {
         Some(t) => gemm(dev, dst, a, b, t),
-        None if mmvq::QSpec::of(a.l.dtype).is_some() => mmvq::mul_mat_q(dev, dst, a, b, staged),
+        None if mmvq::QSpec::of(a.l.dtype).is_some() => {
+            if dequant::applies(&dst, &a, &b, q.dequant_from) {
+                dequant::mul_mat(dev, dst, a, b)
+            } else {
+                mmvq::mul_mat_q(dev, dst, a, b, q.staged)
+            }
+        }
         None => Err(Error::Unsupported { op: "mul_mat", dtype: a.l.dtype }),
     }
 }
@@ -142,69 +160,91 @@ fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()>
     }
     let size = t.dtype().type_size();
     let (r2, r3) = (bl.ne[2] / al.ne[2], bl.ne[3] / al.ne[3]);
-    let (m, n, k) = (int(d.ne[0], "m")?, int(d.ne[1], "n")?, int(al.ne[0], "k")?);
-    let lda = int(ld(al.ne[1], al.ne[0], al.nb[1], size), "lda")?;
-    let ldb = int(ld(bl.ne[1], bl.ne[0], bl.nb[1], size), "ldb")?;
-    let ldc = int(ld(d.ne[1], d.ne[0], d.nb[1], 4), "ldc")?;
-    let (alpha, beta) = (1.0f32, 0.0f32);
-    // cuBLAS works in the calling thread's current context, and unlike cudarc's
-    // launches and copies nothing here makes ours current: on a thread that has
-    // not touched the device yet (operands already GEMM-ready, so no copy kernel
-    // ran) the runtime would pick device 0's primary context.
-    dev.ctx.bind_to_thread().map_err(super::exec::cuda_err("bind context"))?;
-    let handle = *dev.blas.handle();
-    let gemm = |pa: u64, sa: i64, pb: u64, sb: i64, pc: u64, sc: i64, batch: i64| -> Result<()> {
-        // SAFETY: every pointer addresses an operand of the stated type checked
-        // to lie in device memory with the leading dimensions and batch strides
-        // given (rows of k values for a and b, of m f32 values for dst);
-        // alpha/beta are host f32 (COMPUTE_32F); cuBLAS runs on the backend's
-        // stream, ordered with the kernels.
-        unsafe {
-            cudarc::cublas::result::gemm_strided_batched_ex(
-                handle,
-                cublasOperation_t::CUBLAS_OP_T,
-                cublasOperation_t::CUBLAS_OP_N,
-                m,
-                n,
-                k,
-                (&alpha as *const f32).cast::<c_void>(),
-                pa as *const c_void,
-                t.cuda(),
-                lda,
-                sa,
-                pb as *const c_void,
-                t.cuda(),
-                ldb,
-                sb,
-                (&beta as *const f32).cast::<c_void>(),
-                pc as *mut c_void,
-                cudaDataType::CUDA_R_32F,
-                ldc,
-                sc,
-                int(batch, "batch")?,
-                cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            )
-        }
-        .map_err(|e| Error::Invalid(format!("cuBLAS GEMM ({t:?}): {e:?}")))
-    };
+    let (m, n, k) = (d.ne[0], d.ne[1], al.ne[0]);
+    let lda = ld(al.ne[1], al.ne[0], al.nb[1], size);
+    let ldb = ld(bl.ne[1], bl.ne[0], bl.nb[1], size);
+    let ldc = ld(d.ne[1], d.ne[0], d.nb[1], 4);
     let (a2, b2, c2) = ((al.nb[2] / size) as i64, (bl.nb[2] / size) as i64, (d.nb[2] / 4) as i64);
     for i3 in 0..d.ne[3] {
         let pa3 = a.ptr + ((i3 / r3) as usize * al.nb[3]) as u64;
         let pb3 = b.ptr + (i3 as usize * bl.nb[3]) as u64;
         let pc3 = dst.ptr + (i3 as usize * d.nb[3]) as u64;
         if r2 == 1 {
-            gemm(pa3, a2, pb3, b2, pc3, c2, d.ne[2])?;
+            let g = Gemm { t, m, n, k, a: (pa3, lda, a2), b: (pb3, ldb, b2), c: (pc3, ldc, c2), batch: d.ne[2] };
+            g.run(dev)?;
         } else {
             // one a matrix against r2 consecutive b matrices: a's batch stride 0
             for ia2 in 0..al.ne[2] {
                 let i2 = (ia2 * r2) as usize;
                 let pa = pa3 + (ia2 as usize * al.nb[2]) as u64;
-                gemm(pa, 0, pb3 + (i2 * bl.nb[2]) as u64, b2, pc3 + (i2 * d.nb[2]) as u64, c2, r2)?;
+                let (pb, pc) = (pb3 + (i2 * bl.nb[2]) as u64, pc3 + (i2 * d.nb[2]) as u64);
+                Gemm { t, m, n, k, a: (pa, lda, 0), b: (pb, ldb, b2), c: (pc, ldc, c2), batch: r2 }.run(dev)?;
             }
         }
     }
     Ok(())
+}
+
+/// One cuBLAS call: `C[i] = A[i]ᵀ · B[i]` for `batch` matrices, A `k`×`m`,
+/// B `k`×`n`, C `m`×`n` (column-major: rows of `k` inputs of type `t`, rows
+/// of `m` F32 outputs), each operand `(address, leading dimension, batch
+/// stride)` in elements.
+pub(crate) struct Gemm {
+    pub t: GemmType,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub a: (u64, i64, i64),
+    pub b: (u64, i64, i64),
+    pub c: (u64, i64, i64),
+    pub batch: i64,
+}
+
+impl Gemm {
+    pub(crate) fn run(&self, dev: &Device) -> Result<()> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let t = self.t;
+        let (m, n, k, batch) = (int(self.m, "m")?, int(self.n, "n")?, int(self.k, "k")?, int(self.batch, "batch")?);
+        let (lda, ldb, ldc) = (int(self.a.1, "lda")?, int(self.b.1, "ldb")?, int(self.c.1, "ldc")?);
+        // cuBLAS works in the calling thread's current context, and unlike cudarc's
+        // launches and copies nothing here makes ours current: on a thread that has
+        // not touched the device yet (operands already GEMM-ready, so no copy kernel
+        // ran) the runtime would pick device 0's primary context.
+        dev.ctx.bind_to_thread().map_err(super::exec::cuda_err("bind context"))?;
+        // SAFETY: every pointer addresses an operand of the stated type checked
+        // to lie in device memory with the leading dimensions and batch strides
+        // given (by the caller: rows of k values for a and b, of m f32 values
+        // for c); alpha/beta are host f32 (COMPUTE_32F); cuBLAS runs on the
+        // backend's stream, ordered with the kernels.
+        unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                *dev.blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                m,
+                n,
+                k,
+                (&alpha as *const f32).cast::<c_void>(),
+                self.a.0 as *const c_void,
+                t.cuda(),
+                lda,
+                self.a.2,
+                self.b.0 as *const c_void,
+                t.cuda(),
+                ldb,
+                self.b.2,
+                (&beta as *const f32).cast::<c_void>(),
+                self.c.0 as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                ldc,
+                self.c.2,
+                batch,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| Error::Invalid(format!("cuBLAS GEMM ({t:?}): {e:?}")))
+    }
 }
 
 #[cfg(test)]
