@@ -41,6 +41,10 @@ extern "C" __global__ void rg_rope(RgRope p, char* dst, RgT d, const char* a, Rg
         }
     }
     __syncthreads();
+    // normal (not NeoX) F32 rows with 8-byte aligned pairs: each pair is one
+    // float2 load and store (a warp reads 256 contiguous bytes, not every other 4)
+    bool pairs = !p.neox && ta.type == RG_F32 && d.type == RG_F32 && ta.nb[0] == 4 && d.nb[0] == 4 &&
+                 (((unsigned long long)x | (unsigned long long)y) & 7) == 0;
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
         float fac = has_ff ? *(const float*)(ff + (i64)k * tf.nb[0]) : 1.0f;
         float theta_extrap = rg_theta[k] / fac;
@@ -53,6 +57,11 @@ extern "C" __global__ void rg_rope(RgRope p, char* dst, RgT d, const char* a, Rg
             mscale *= fmaf(0.1f, logf(1.0f / p.freq_scale), 1.0f);
         }
         float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+        if (pairs) {
+            float2 v = *(const float2*)(x + 8 * (i64)k);
+            *(float2*)(y + 8 * (i64)k) = make_float2(fmaf(v.x, c, -(v.y * s)), fmaf(v.x, s, v.y * c));
+            continue;
+        }
         i64 j0 = p.neox ? k : 2 * k;
         i64 j1 = p.neox ? k + half : 2 * k + 1;
         float x0 = rg_load(x + j0 * ta.nb[0], ta.type), x1 = rg_load(x + j1 * ta.nb[0], ta.type);

@@ -140,8 +140,11 @@ fn rope_normal_neox_yarn() {
         let pos = ctx.new_tensor(DType::I32, &[5]).unwrap();
         ctx.set_data(pos, &[0i32, 1, 7, 100, 2047]).unwrap();
         let ff = ctx.new_f32(&[24], &(0..24).map(|i| 1.0 + i as f32 * 0.1).collect::<Vec<_>>()).unwrap();
+        // rows starting 4 bytes in: pairs not 8-byte aligned (element loads, not float2)
+        let odd = ctx.view_3d(a, [62, 3, 5], 64 * 4, 3 * 64 * 4, 4).unwrap();
         vec![
             ctx.rope(a, pos, 64, RopeParams::NORMAL).unwrap(),
+            ctx.rope(odd, pos, 60, RopeParams::NORMAL).unwrap(),
             ctx.rope(a, pos, 48, RopeParams::NEOX).unwrap(),
             ctx.rope_ext(a, pos, Some(ff), 48, RopeParams::NEOX, 4096, 10000.0, 0.25, 1.0, 1.0, 32.0, 1.0).unwrap(),
             ctx.rope_ext(a, pos, None, 64, RopeParams::NORMAL, 2048, 500000.0, 0.5, 0.5, 0.9, 32.0, 1.0).unwrap(),
