@@ -311,8 +311,12 @@ CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { return cuEvent
 // For libcublas.so (cublas.cpp): a cuBLAS call's work issued to `stream` as
 // any stream-ordered operation, run now or recorded into the stream's
 // capture. Owns `arg` (free_arg frees it); returns a CUresult.
-int rg_emu_stream_submit(const char* fn, void* stream, void (*run)(void*), void* arg, void (*free_arg)(void*)) {
+// `run` returns nullptr, or what went wrong (a failed operation, as a kernel's).
+int rg_emu_stream_submit(const char* fn, void* stream, const char* (*run)(void*), void* arg, void (*free_arg)(void*)) {
     std::shared_ptr<void> a(arg, free_arg);
-    return issue((CUstream)stream, fn, Op{fn, [a, run] { run(a.get()); return std::string(); }}, LAUNCH_FAILED);
+    return issue((CUstream)stream, fn, Op{fn, [a, run] {
+        const char* err = run(a.get());
+        return err ? std::string(err) : std::string();
+    }}, LAUNCH_FAILED);
 }
 }  // extern "C"

@@ -55,9 +55,32 @@ struct Gemm {
     int batch;
 };
 
+extern "C" int rg_emu_in_device(unsigned long long p, size_t n);
+static size_t type_bytes(int t) { return t == R_32F ? 4 : 2; }
+// Whether the `rows` x `cols` column-major matrices at `p` (leading dimension
+// `ld`, `batch` of them `stride` apart) lie in one device allocation.
+static bool in_device(const void* p, int type, long long rows, long long cols, long long ld, long long stride, long long batch) {
+    if (rows <= 0 || cols <= 0 || batch <= 0) return true;
+    long long lo = stride < 0 ? (batch - 1) * stride : 0;
+    long long hi = (stride > 0 ? (batch - 1) * stride : 0) + (cols - 1) * ld + rows;
+    size_t size = type_bytes(type);
+    return rg_emu_in_device((unsigned long long)p + lo * (long long)size, (size_t)(hi - lo) * size) != 0;
+}
+// nullptr, or which operand is not all in device memory (at the call and at a replay)
+static const char* outside(const Gemm& g) {
+    if (!in_device(g.A, g.atype, g.transa ? g.k : g.m, g.transa ? g.m : g.k, g.lda, g.sa, g.batch))
+        return "cublasGemmStridedBatchedEx: A outside every device allocation";
+    if (!in_device(g.B, g.btype, g.transb ? g.n : g.k, g.transb ? g.k : g.n, g.ldb, g.sb, g.batch))
+        return "cublasGemmStridedBatchedEx: B outside every device allocation";
+    if (!in_device(g.C, g.ctype, g.m, g.n, g.ldc, g.sc, g.batch))
+        return "cublasGemmStridedBatchedEx: C outside every device allocation";
+    return nullptr;
+}
+
 // C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; op(A) is m x k, op(B) k x n.
-static void run_gemm(void* arg) {
+static const char* run_gemm(void* arg) {
     const Gemm& g = *(const Gemm*)arg;
+    if (const char* why = outside(g)) return why;
     for (long long b = 0; b < g.batch; b++) {
         for (long long j = 0; j < g.n; j++) {
             for (long long i = 0; i < g.m; i++) {
@@ -74,6 +97,7 @@ static void run_gemm(void* arg) {
             }
         }
     }
+    return nullptr;
 }
 static void free_gemm(void* arg) { delete (Gemm*)arg; }
 
@@ -83,7 +107,7 @@ static cublasStatus_t bad(const char* why) {
 }
 
 extern "C" {
-int rg_emu_stream_submit(const char* fn, void* stream, void (*run)(void*), void* arg, void (*free_arg)(void*));
+int rg_emu_stream_submit(const char* fn, void* stream, const char* (*run)(void*), void* arg, void (*free_arg)(void*));
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* h) { *h = new cublasContext{nullptr}; return SUCCESS; }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { delete h; return SUCCESS; }
@@ -116,6 +140,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, int transa, int tran
     if (atype != btype) return NOT_SUPPORTED;
     Gemm* g = new Gemm{transa, transb, m, n, k, *(const float*)alpha, *(const float*)beta,
                        A, atype, lda, sa, B, btype, ldb, sb, C, ctype, ldc, sc, batch};
+    if (const char* why = outside(*g)) {
+        delete g;
+        return bad(why + std::strlen("cublasGemmStridedBatchedEx: "));
+    }
     if (rg_emu_stream_submit("cublasGemmStridedBatchedEx", h->stream, run_gemm, g, free_gemm) != 0) return EXECUTION_FAILED;
     return SUCCESS;
 }

@@ -326,6 +326,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     return issue(s, who.c_str(), std::move(op), LAUNCH_FAILED);
 }
 
+// Whether [p, p + n) lies in one live device allocation (libcublas.so's checks).
+int rg_emu_in_device(unsigned long long p, size_t n) { return in_device(p, n) ? 1 : 0; }
+
 CUresult cuGetErrorName(CUresult r, const char** s) {
     static char buf[64];
     std::snprintf(buf, sizeof buf, "CUDA_ERROR_%d (cuda-emu)", r);
