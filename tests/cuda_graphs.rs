@@ -196,3 +196,52 @@ fn scratch_grows_in_the_middle_of_a_node() {
         assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "[{i}]: cuda {g} vs cpu {w}");
     }
 }
+
+/// One thread captures graphs (a new graph twice: an eager run, then a
+/// capture) while another allocates and drops storages on the same device:
+/// the drops' frees are stream work too, and must wait instead of landing in
+/// the capture (which would make the capture fail, or free that memory at
+/// every replay). A stress test: the capture windows are short, so a
+/// missing lock shows only when a drop happens to fall in one.
+#[test]
+fn storages_dropped_by_another_thread_stay_out_of_a_capture() {
+    let Some(gpu) = cuda() else { return };
+    let gpu = gpu.with_graphs(true);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let other = gpu.clone();
+        let done = &done;
+        let dropper = s.spawn(move || {
+            let mut ctx = Context::new();
+            let a = ctx.new_f32(&[256], &[1.0; 256]).unwrap();
+            let b = ctx.scale(a, 2.0).unwrap();
+            let g = Graph::build(&ctx, &[b]).unwrap();
+            let (mut n, mut held) = (0, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || n == 0 {
+                // allocate a batch, then drop it one storage at a time
+                if held.is_empty() {
+                    held.extend((0..32).map(|_| other.alloc(&ctx, &g, other.plan(&ctx, &g).unwrap()).unwrap()));
+                }
+                drop(held.pop());
+                std::thread::yield_now();
+                n += 1;
+            }
+            n
+        });
+        let mut m = model();
+        for round in 0..12 {
+            let graph = Graph::build(&m.ctx, &m.outs).unwrap();
+            let plan = gpu.plan(&m.ctx, &graph).unwrap();
+            let mut st = gpu.alloc(&m.ctx, &graph, plan).unwrap();
+            for t in 0..2 {
+                set_step(&mut m, t, 2);
+                gpu.compute(&m.ctx, &graph, &mut st).unwrap();
+            }
+            let stats = st.graph_stats();
+            assert_eq!((stats.captured, stats.fallback.clone()), (1, None), "round {round}: {stats:?}");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let n = dropper.join().unwrap();
+        println!("ok: 12 captures while another thread allocated and dropped {n} storages");
+    });
+}

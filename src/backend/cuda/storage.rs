@@ -10,6 +10,7 @@
 //! kept aside for a later rebind.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
@@ -29,7 +30,8 @@ use crate::tensor::{Op, TensorId};
 pub struct CudaStorage {
     pub(crate) dev: Arc<Device>,
     pub(crate) plan: Plan,
-    buffer: CudaSlice<u8>,
+    /// Dropped by hand, under the device's stream lock (see `Drop`).
+    buffer: ManuallyDrop<CudaSlice<u8>>,
     /// The device data of every `Leaf`/`LeafCopy` root of the current plan.
     leaves: HashMap<TensorId, CudaSlice<u8>>,
     /// Leaf data the current plan does not use, by (leaf, written): written
@@ -40,6 +42,22 @@ pub struct CudaStorage {
     flags: Option<CudaSlice<i32>>,
     /// The CUDA graphs captured for this storage ([`CudaBackend::with_graphs`]).
     pub(crate) graphs: GraphCache,
+}
+
+impl Drop for CudaStorage {
+    /// Frees the device memory under the stream lock: a free is stream-ordered
+    /// work, and must not land in a CUDA graph another thread is capturing on
+    /// the same device.
+    fn drop(&mut self) {
+        let dev = self.dev.clone();
+        let _stream = dev.exclusive();
+        self.graphs.clear();
+        self.leaves.clear();
+        self.spare.clear();
+        self.flags = None;
+        // SAFETY: the buffer is not used after this, and `Drop` runs once.
+        unsafe { ManuallyDrop::drop(&mut self.buffer) };
+    }
 }
 
 impl std::fmt::Debug for CudaStorage {
@@ -87,7 +105,7 @@ impl CudaBackend {
         let mut st = CudaStorage {
             dev: self.dev.clone(),
             plan: plan.clone(),
-            buffer,
+            buffer: ManuallyDrop::new(buffer),
             leaves: HashMap::new(),
             spare: HashMap::new(),
             flags: None,
@@ -143,7 +161,8 @@ impl CudaStorage {
         if capacity > self.buffer.len() {
             let dev = self.dev.clone();
             let _stream = dev.exclusive()?;
-            self.buffer = self.dev.stream.alloc_zeros::<u8>(capacity).map_err(cuda_err("alloc plan buffer"))?;
+            let fresh = self.dev.stream.alloc_zeros::<u8>(capacity).map_err(cuda_err("alloc plan buffer"))?;
+            drop(ManuallyDrop::into_inner(std::mem::replace(&mut self.buffer, ManuallyDrop::new(fresh))));
             self.graphs.clear();
         }
         Ok(())
@@ -303,7 +322,7 @@ impl CudaStorage {
     /// The whole plan buffer, downloaded (tests of poison mode).
     #[cfg(test)]
     pub(crate) fn buffer_bytes(&self) -> Result<Vec<u8>> {
-        self.dev.stream.clone_dtoh(&self.buffer).map_err(cuda_err("download"))
+        self.dev.stream.clone_dtoh(&*self.buffer).map_err(cuda_err("download"))
     }
 
     /// The device buffer under `id`'s storage root, the root's first byte in
@@ -326,7 +345,7 @@ impl CudaStorage {
                 if offset.checked_add(size).is_none_or(|e| e > self.buffer.len()) {
                     return Err(Error::Mismatch("plan offset outside buffer".into()));
                 }
-                Ok((&self.buffer, offset, size))
+                Ok((&*self.buffer, offset, size))
             }
             None => Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
         }
