@@ -142,6 +142,8 @@ impl CudaBackend {
                 graph.launch()?;
                 cache.stats.captured += 1;
                 cache.seen.retain(|k| *k != key);
+                // an older capture of this key used a scratch buffer since outgrown
+                cache.graphs.retain(|c| c.key != key);
                 if cache.graphs.len() >= KEEP {
                     let oldest = (0..cache.graphs.len()).min_by_key(|&i| cache.graphs[i].last_use).unwrap_or(0);
                     cache.graphs.swap_remove(oldest);
