@@ -247,7 +247,10 @@ std::string run_kernel(const Kernel& k, dim3 grid, dim3 block, unsigned smem_byt
     l.k = &k;
     l.params = params;
     l.fibers.resize(nthreads);
-    std::vector<char> smem(smem_bytes);
+    // 64 guard bytes after the dynamic shared memory: memory.cpp reports an
+    // access up to 64 bytes past its end as out of bounds, so no other object
+    // (a launch's parameter copies, say) may lie there
+    std::vector<char> smem(smem_bytes + 64);
     snapshot_allocations();
     Launch* saved_launch = launch;
     ThreadState* saved_cur = cur;
