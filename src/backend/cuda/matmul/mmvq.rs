@@ -178,39 +178,51 @@ pub(crate) fn quantize_grid(blocks: i64) -> Result<u32> {
         .ok_or_else(|| Error::Invalid(format!("CUDA mul_mat: {blocks} activation blocks exceed one grid")))
 }
 
-/// The activation rows of `b` quantized for weights of type `w`: their
-/// kernel, bytes per row and total bytes (see [`act_format`]); an error when
-/// `b` cannot be quantized.
-pub(crate) fn act_rows(w: DType, b: &Bound) -> Result<(&'static str, usize, usize)> {
-    let (func, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
-    let k = b.l.ne[0];
-    if b.l.dtype.block_size() > 1 {
-        return Err(Error::Unsupported { op: "mul_mat (activations)", dtype: b.l.dtype });
-    }
-    if k % values as i64 != 0 {
-        return Err(Error::shape("mul_mat", format!("{k} values per row are not whole {values}-value blocks")));
-    }
-    let row = (k / values as i64) as usize * bytes;
-    Ok((func, row, row * b.l.nrows() as usize))
+/// The activation rows of a `mul_mat` quantized for its weight type (see [`act_format`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ActRows {
+    /// The quantizing kernel in `kernels/quantize_act.cu`.
+    pub func: &'static str,
+    /// Activation blocks per row.
+    pub blocks_per_row: i64,
+    /// Bytes per quantized row.
+    pub row_bytes: usize,
+    /// Bytes of all the rows.
+    pub total_bytes: usize,
 }
 
-/// Quantizes every row of `b` (F32/F16/BF16, any strides) for weights of type
-/// `w` into packed rows at `dst` (room for [`act_rows`]' total bytes).
-pub(crate) fn quantize(dev: &Device, w: DType, b: &Bound, dst: u64) -> Result<()> {
-    let (func, row, _) = act_rows(w, b)?;
-    let (_, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
-    let bpr = b.l.ne[0] / values as i64;
-    debug_assert_eq!(bpr as usize * bytes, row);
+impl ActRows {
+    /// The rows of `b` quantized for weights of type `w`; an error when `b`
+    /// cannot be quantized for them.
+    pub(crate) fn of(w: DType, b: &Bound) -> Result<ActRows> {
+        let (func, values, bytes) = act_format(w).ok_or(Error::Unsupported { op: "mul_mat", dtype: w })?;
+        let k = b.l.ne[0];
+        if b.l.dtype.block_size() > 1 {
+            return Err(Error::Unsupported { op: "mul_mat (activations)", dtype: b.l.dtype });
+        }
+        if k % values as i64 != 0 {
+            return Err(Error::shape("mul_mat", format!("{k} values per row are not whole {values}-value blocks")));
+        }
+        let blocks_per_row = k / values as i64;
+        let row_bytes = blocks_per_row as usize * bytes;
+        Ok(ActRows { func, blocks_per_row, row_bytes, total_bytes: row_bytes * b.l.nrows() as usize })
+    }
+}
+
+/// Quantizes every row of `b` (F32/F16/BF16, any strides) as `rows` says into
+/// packed rows at `dst` (room for `rows.total_bytes`).
+pub(crate) fn quantize(dev: &Device, b: &Bound, rows: &ActRows, dst: u64) -> Result<()> {
+    let bpr = rows.blocks_per_row;
     let total = bpr * b.l.nrows();
     if total > 0 {
-        let f = dev.function("quantize_act", func)?;
+        let f = dev.function("quantize_act", rows.func)?;
         let cfg = LaunchConfig { grid_dim: (quantize_grid(total)?, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         let kt = KTensor::of("mul_mat", &b.l)?;
         let mut lb = dev.stream.launch_builder(&f);
         lb.arg(&dst).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);
         // SAFETY: the arguments are the kernel's (dst, x, tx, bpr, nblocks); x's
-        // extent was checked when it was bound, and dst holds `total` blocks of
-        // `bytes` bytes (the caller's promise).
+        // extent was checked when it was bound, and dst holds `total` blocks
+        // (rows.total_bytes, the caller's promise).
         unsafe { lb.launch(cfg) }.map_err(cuda_err("launch quantize_act"))?;
     }
     Ok(())
@@ -237,9 +249,10 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
         return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));
     }
     let units = i32::try_from(k / 32).map_err(|_| Error::Invalid(format!("CUDA mul_mat: K = {k} too large")))?;
-    let (_, act_row, act_bytes) = act_rows(wt, &b)?;
-    let acts = dev.scratch.take(&dev.stream, act_bytes)?;
-    quantize(dev, wt, &b, acts)?;
+    let rows = ActRows::of(wt, &b)?;
+    let act_row = rows.row_bytes;
+    let acts = dev.scratch.take(&dev.stream, rows.total_bytes)?;
+    quantize(dev, &b, &rows, acts)?;
     let p = KMmvq {
         w_nb: [al.nb[1] as i64, al.nb[2] as i64, al.nb[3] as i64],
         d_nb: [d.nb[1] as i64, d.nb[2] as i64, d.nb[3] as i64],
@@ -299,11 +312,13 @@ impl CudaBackend {
         let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
         let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
         let ptr = src.device_ptr(&dev.stream).0;
-        let (_, _, total) = act_rows(w, &Bound { ptr, l })?;
+        let src = Bound { ptr, l };
+        let rows = ActRows::of(w, &src)?;
+        let total = rows.total_bytes;
         // SAFETY: the quantize kernel writes every byte before the download.
         let out = unsafe { dev.stream.alloc::<u8>(total.max(1)) }.map_err(cuda_err("alloc"))?;
         let op = out.device_ptr(&dev.stream).0;
-        quantize(dev, w, &Bound { ptr, l }, op)?;
+        quantize(dev, &src, &rows, op)?;
         let bytes = dev.stream.clone_dtoh(&out).map_err(cuda_err("download"))?;
         Ok(to_cpu_layout(w, &bytes[..total]))
     }
