@@ -4,7 +4,10 @@
 pub mod backend_arg;
 pub mod bench;
 pub mod bench_cuda;
+pub mod chat;
+pub mod conversation;
 pub mod demo;
+pub mod generate;
 pub mod gguf_cli;
 pub mod graph_cases;
 pub mod llama;
@@ -12,3 +15,6 @@ pub mod mlp;
 pub mod out;
 pub mod plan_report;
 pub mod run;
+pub mod sampler;
+pub mod text_cli;
+pub mod tokenizer;

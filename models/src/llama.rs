@@ -1,7 +1,7 @@
 //! A llama-architecture model from a GGUF file: hyperparameters and tensors by
 //! the `llama.*` keys and llama.cpp's tensor names, a KV cache held by the
 //! backend, one forward graph per batch size (planned once, reused for every
-//! call of that size), and greedy generation.
+//! call of that size); generation is in [`crate::generate`].
 //!
 //! Each graph stores the new keys and values with `set_rows` at the positions
 //! given as input and attends over the first `n_kv` cache positions with a
@@ -150,8 +150,6 @@ struct Step {
 pub struct Llama<B: Backend = CpuBackend> {
     /// Hyperparameters.
     pub hp: Hparams,
-    /// Token strings, when the file has a vocabulary.
-    pub vocab: Option<Vec<String>>,
     ctx: Context,
     n_ctx: usize,
     tok_embd: TensorId,
@@ -213,14 +211,12 @@ impl<B: Backend> Llama<B> {
         let tok_embd = w.get("token_embd.weight")?;
         check_shape(&ctx, &w, "token_embd.weight", [hp.n_embd, hp.n_vocab])?;
         let output = w.find("output.weight").unwrap_or(tok_embd);
-        let vocab = file.get_str_array("tokenizer.ggml.tokens").ok().map(<[String]>::to_vec);
         Ok(Llama {
             weights_only: ctx.mark(),
             max_graphs: MAX_GRAPHS,
             output_norm: w.get("output_norm.weight")?,
             tok_embd,
             output,
-            vocab,
             hp,
             ctx,
             n_ctx,
@@ -332,37 +328,18 @@ impl<B: Backend> Llama<B> {
         st.read_f32(&self.ctx, logits)
     }
 
-    /// Greedy generation: evaluates `prompt`, then appends the most likely
-    /// token `n_predict` times; `on_token` sees each new token.
-    pub fn generate(&mut self, prompt: &[u32], n_predict: usize, mut on_token: impl FnMut(u32)) -> Result<Vec<u32>> {
-        let mut next = argmax(&self.eval_last(prompt)?);
-        let mut out = Vec::with_capacity(n_predict);
-        for i in 0..n_predict {
-            out.push(next);
-            on_token(next);
-            if i + 1 < n_predict {
-                next = argmax(&self.eval_last(&[next])?);
-            }
+    /// Drops the cached positions from `n` on (a conversation rewound to a shared
+    /// prefix); positions before `n` stay. `n` past the cached ones is an error.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when `n > n_past`.
+    pub fn truncate_cache(&mut self, n: usize) -> Result<()> {
+        if n > self.n_past {
+            return Err(Error::Invalid(format!("cannot keep {n} cache positions: {} are cached", self.n_past)));
         }
-        Ok(out)
-    }
-
-    /// The text of `tokens` (sentencepiece pieces: `▁` is a space, `<0xNN>` a byte).
-    pub fn detokenize(&self, tokens: &[u32]) -> Option<String> {
-        let vocab = self.vocab.as_ref()?;
-        let mut bytes = Vec::new();
-        for &t in tokens {
-            let piece = vocab.get(t as usize)?;
-            match piece
-                .strip_prefix("<0x")
-                .and_then(|h| h.strip_suffix('>'))
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                Some(b) => bytes.push(b),
-                None => bytes.extend_from_slice(piece.replace('\u{2581}', " ").as_bytes()),
-            }
-        }
-        Some(String::from_utf8_lossy(&bytes).into_owned())
+        // later evaluations overwrite the dropped positions, and the mask never shows them
+        self.n_past = n;
+        Ok(())
     }
 
     /// Cache positions a batch of `n` tokens after the cached ones attends

@@ -3,8 +3,10 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
+use rgml_models::run::{Prompt, RunOptions};
+use rgml_models::text_cli::{self, SamplingArgs};
 use rgml_models::{graph_cases, out, outln};
 
 #[derive(Parser)]
@@ -66,36 +68,88 @@ enum Cmd {
         /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, f16, bf16, f32.
         dtype: String,
     },
-    /// Run a llama-architecture GGUF model on token ids; greedy generation.
+    /// Run a llama-architecture GGUF model on a text prompt (the generated text streams to
+    /// standard output) or on token ids (ids out).
+    #[command(group(ArgGroup::new("input").required(true).args(["prompt", "file", "tokens"])))]
     Run {
         /// The GGUF model.
         model: std::path::PathBuf,
-        /// Prompt token ids, comma-separated.
-        #[arg(long, value_delimiter = ',', required = true)]
-        tokens: Vec<u32>,
-        /// Tokens to generate after the prompt.
-        #[arg(long, default_value_t = 0)]
-        n_predict: usize,
+        /// The prompt text (tokenized with the model's add-special settings, special tokens parsed).
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Read the prompt text from this UTF-8 file.
+        #[arg(long, short = 'f')]
+        file: Option<std::path::PathBuf>,
+        /// The prompt as token ids, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        tokens: Option<Vec<u32>>,
+        /// Wrap the prompt as one user message in the model's chat template.
+        #[arg(long)]
+        chat: bool,
+        /// Tokens to generate at most; -1: until an end-of-generation token (the default
+        /// for a text prompt; 0 with --tokens).
+        #[arg(long = "n-predict", short = 'n', allow_hyphen_values = true)]
+        n_predict: Option<i64>,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        /// Do not stop at end-of-generation tokens.
+        #[arg(long)]
+        ignore_eos: bool,
         /// Write every evaluated position's logits here (little-endian f32, position-major).
         #[arg(long)]
         logits: Option<std::path::PathBuf>,
-        /// KV cache positions (default: the model's context length).
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
+    /// Chat with a model: user turns from standard input, one per line; replies stream to
+    /// standard output; the conversation stays in the KV cache. End with EOF.
+    Chat {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// A system message opening the conversation.
         #[arg(long)]
-        n_ctx: Option<usize>,
-        /// Worker threads (0: one per core).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// The backend to run the model on.
-        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-        backend: BackendArg,
-        /// CUDA device ordinal (with `--backend cuda`).
-        #[arg(long, default_value_t = 0)]
-        device: usize,
-        /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
-        /// matrices once for the CPU's tile kernel (as many bytes again as those
-        /// weights; same results, faster generation). CPU only.
+        system: Option<String>,
+        /// Tokens per reply at most; -1: until an end-of-generation token.
+        #[arg(long = "n-predict", short = 'n', allow_hyphen_values = true)]
+        n_predict: Option<i64>,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        /// Do not stop replies at end-of-generation tokens.
         #[arg(long)]
-        repack: bool,
+        ignore_eos: bool,
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
+    /// Print the token ids of a text (or of each JSON string line of a file).
+    #[command(group(ArgGroup::new("input").required(true).args(["text", "jsonl"])))]
+    Tokenize {
+        /// The GGUF model (a vocabulary-only file will do).
+        model: std::path::PathBuf,
+        /// The text.
+        text: Option<String>,
+        /// A JSON Lines file of strings: prints one JSON array of ids per line.
+        #[arg(long)]
+        jsonl: Option<std::path::PathBuf>,
+        /// Add the BOS/EOS tokens the model adds.
+        #[arg(long)]
+        add_special: bool,
+        /// Turn special-token text (`<|im_start|>`) into its id.
+        #[arg(long)]
+        parse_special: bool,
+    },
+    /// Print the text of token ids (or of each JSON array line of a file).
+    #[command(group(ArgGroup::new("input").required(true).args(["ids", "jsonl"])))]
+    Detokenize {
+        /// The GGUF model (a vocabulary-only file will do).
+        model: std::path::PathBuf,
+        /// Token ids, comma-separated.
+        ids: Option<String>,
+        /// A JSON Lines file of id arrays: prints one JSON string per line.
+        #[arg(long)]
+        jsonl: Option<std::path::PathBuf>,
+        /// Render special tokens' text.
+        #[arg(long)]
+        special: bool,
     },
     /// Write a llama model's forward graph (for the prompt length) as Graphviz DOT.
     Dot {
@@ -112,6 +166,37 @@ enum Cmd {
     /// Time the standard workloads; report GB/s and the ratio to a memcpy
     /// (CPU: 64 MiB) or device-to-device copy (CUDA: n×n f32) timed in the same run.
     Bench(BenchArgs),
+}
+
+/// Where and how a model runs (`rgml run`, `rgml chat`).
+#[derive(Args)]
+struct ExecArgs {
+    /// KV cache positions (default: the model's context length).
+    #[arg(long)]
+    n_ctx: Option<usize>,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The backend to run the model on.
+    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+    backend: BackendArg,
+    /// CUDA device ordinal (with `--backend cuda`).
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
+    /// matrices once for the CPU's tile kernel (as many bytes again as those
+    /// weights; same results, faster generation). CPU only.
+    #[arg(long)]
+    repack: bool,
+}
+
+impl ExecArgs {
+    fn backend(&self) -> Result<rgml::AnyBackend, String> {
+        self.backend
+            .open(self.threads, self.device)
+            .and_then(|b| b.with_repacked_weights(self.repack))
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The options of `rgml bench`.
@@ -173,12 +258,43 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
-        Cmd::Run { model, tokens, n_predict, logits, n_ctx, threads, backend, device, repack } => backend
-            .open(threads, device)
-            .and_then(|b| b.with_repacked_weights(repack))
-            .map_err(|e| e.to_string())
-            .and_then(|b| rgml_models::run::run(&model, &tokens, n_predict, logits.as_deref(), n_ctx, b))
-            .map(|()| ExitCode::SUCCESS),
+        Cmd::Run { model, prompt, file, tokens, chat, n_predict, sampling, ignore_eos, logits, exec } => {
+            let ids = tokens.is_some();
+            let prompt = match (prompt, file, tokens) {
+                (Some(t), _, _) => Prompt::Text(t),
+                (_, Some(f), _) => Prompt::File(f),
+                (_, _, t) => Prompt::Tokens(t.unwrap_or_default()),
+            };
+            let opts = RunOptions {
+                prompt,
+                chat,
+                n_predict: text_cli::n_predict(n_predict, if ids { Some(0) } else { None }),
+                sampling: sampling.params(if ids { 0.0 } else { 0.8 }),
+                ignore_eos,
+                logits_out: logits,
+                n_ctx: exec.n_ctx,
+            };
+            exec.backend().and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
+            let opts = text_cli::ChatOptions {
+                system,
+                ignore_eos,
+                n_predict: text_cli::n_predict(n_predict, None),
+                sampling: sampling.params(0.8),
+                n_ctx: exec.n_ctx,
+            };
+            exec.backend()
+                .and_then(|b| text_cli::chat(&model, &opts, b, std::io::stdin().lock()))
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {
+            text_cli::tokenize(&model, text.as_deref(), jsonl.as_deref(), add_special, parse_special)
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Detokenize { model, ids, jsonl, special } => {
+            text_cli::detokenize(&model, ids.as_deref(), jsonl.as_deref(), special).map(|()| ExitCode::SUCCESS)
+        }
         Cmd::Dot { model, out, n_tokens } => rgml_models::llama::Llama::load(&model, None, 1)
             .and_then(|mut m| m.dot(n_tokens))
             .map_err(|e| e.to_string())

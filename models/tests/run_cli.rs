@@ -3,10 +3,13 @@
 //! `--logits` (which switches between full and last-position graphs), and the
 //! written logits are llama.cpp's for the prompt positions.
 
+use std::ops::ControlFlow;
 use std::process::Command;
 
 use common::{fixture, max_diff, reference, tokens};
+use rgml_models::generate::{GenerateOptions, Stop};
 use rgml_models::llama::{argmax, Llama};
+use rgml_models::sampler::{Sampler, SamplerParams};
 
 mod common;
 
@@ -31,8 +34,23 @@ fn generate_gives_the_greedy_ids_of_full_evaluation() {
     let want = greedy_by_eval(&toks);
     let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), None, 2).unwrap();
     let mut seen = Vec::new();
-    let got = m.generate(&toks, N_PREDICT, |t| seen.push(t)).unwrap();
-    assert_eq!(got, want);
+    let greedy = SamplerParams { temperature: 0.0, ..SamplerParams::default() };
+    let mut sampler = Sampler::new(greedy, m.hp.n_vocab).unwrap();
+    let opts = GenerateOptions { max_tokens: N_PREDICT, all_logits: false };
+    let got = m
+        .generate(
+            &toks,
+            &mut sampler,
+            opts,
+            |_| false,
+            |t| {
+                seen.push(t);
+                ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+    assert_eq!(got.tokens, want);
+    assert_eq!(got.stop, Stop::MaxTokens);
     assert_eq!(seen, want);
     assert_eq!(m.n_past(), toks.len() + N_PREDICT - 1);
 }
