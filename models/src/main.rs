@@ -25,15 +25,8 @@ enum Cmd {
         /// Write what rgml computed for every case to this JSON Lines file.
         #[arg(long)]
         emit: Option<std::path::PathBuf>,
-        /// Worker threads (0: one per core).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// The backend to run the cases on.
-        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-        backend: BackendArg,
-        /// CUDA device ordinal (with `--backend cuda`).
-        #[arg(long, default_value_t = 0)]
-        device: usize,
+        #[command(flatten)]
+        on: DeviceArgs,
     },
     /// The seeds' example on a built-in 4096x4096 matrix: views, copies, broadcast, inplace.
     Demo {
@@ -168,21 +161,34 @@ enum Cmd {
     Bench(BenchArgs),
 }
 
+/// The backend a command runs on (`rgml eval`, `run`, `chat`).
+#[derive(Args)]
+struct DeviceArgs {
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The backend to run on.
+    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+    backend: BackendArg,
+    /// CUDA device ordinal (with `--backend cuda`).
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+impl DeviceArgs {
+    fn open(&self) -> rgml::Result<rgml::AnyBackend> {
+        self.backend.open(self.threads, self.device)
+    }
+}
+
 /// Where and how a model runs (`rgml run`, `rgml chat`).
 #[derive(Args)]
 struct ExecArgs {
     /// KV cache positions (default: the model's context length).
     #[arg(long)]
     n_ctx: Option<usize>,
-    /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// The backend to run the model on.
-    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-    backend: BackendArg,
-    /// CUDA device ordinal (with `--backend cuda`).
-    #[arg(long, default_value_t = 0)]
-    device: usize,
+    #[command(flatten)]
+    on: DeviceArgs,
     /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
     /// matrices once for the CPU's tile kernel (as many bytes again as those
     /// weights; same results, faster generation). CPU only.
@@ -192,10 +198,7 @@ struct ExecArgs {
 
 impl ExecArgs {
     fn backend(&self) -> Result<rgml::AnyBackend, String> {
-        self.backend
-            .open(self.threads, self.device)
-            .and_then(|b| b.with_repacked_weights(self.repack))
-            .map_err(|e| e.to_string())
+        self.on.open().and_then(|b| b.with_repacked_weights(self.repack)).map_err(|e| e.to_string())
     }
 }
 
@@ -235,8 +238,8 @@ struct BenchArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Eval { cases, emit, threads, backend, device } => {
-            backend.open(threads, device).map_err(|e| e.to_string()).and_then(|b| eval(&cases, emit.as_deref(), &b))
+        Cmd::Eval { cases, emit, on } => {
+            on.open().map_err(|e| e.to_string()).and_then(|b| eval(&cases, emit.as_deref(), &b))
         }
         Cmd::Demo { n, threads } => {
             rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -157,9 +157,7 @@ pub fn run<B: Backend>(model: &Path, opts: &RunOptions, backend: B) -> Result<()
 /// The seed, timings and why generation stopped, on standard error.
 fn report(g: &Generated, n_prompt: usize, tok: Option<&Tokenizer>, n_ctx: usize, s: &SamplerParams) {
     let tps = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
-    if s.temperature > 0.0 {
-        eprintln!("seed: {}", s.seed);
-    }
+    eprintln!("seed: {}{}", s.seed, if s.temperature > 0.0 { "" } else { " (greedy: unused)" });
     eprintln!(
         "prompt: {n_prompt} tokens in {:.2} ms ({:.1} tokens/s); generation: {} tokens in {:.2} ms ({:.1} tokens/s)",
         g.prompt_time.as_secs_f64() * 1e3,

@@ -108,9 +108,7 @@ pub fn chat<B: Backend>(model: &Path, opts: &ChatOptions, backend: B, input: imp
     }
     let mut m = Llama::load_on(model, opts.n_ctx, backend).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(opts.sampling, m.hp.n_vocab).map_err(|e| e.to_string())?;
-    if opts.sampling.temperature > 0.0 {
-        eprintln!("seed: {}", opts.sampling.seed);
-    }
+    eprintln!("seed: {}", opts.sampling.seed);
     let mut conv = Conversation::new(&tok, template, opts.system.as_deref());
     let gen = GenerateOptions { max_tokens: opts.n_predict.unwrap_or(usize::MAX), all_logits: false };
     for line in input.lines() {

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::process::Command;
 
 use common::{fixture, max_diff, reference, tokens};
-use rgml_models::generate::{GenerateOptions, Stop};
+use rgml_models::generate::{GenerateError, GenerateOptions, Stop};
 use rgml_models::llama::{argmax, Llama};
 use rgml_models::sampler::{Sampler, SamplerParams};
 
@@ -90,4 +90,18 @@ fn run_prints_the_same_ids_with_and_without_logits() {
     assert_eq!(logits.len(), (toks.len() + N_PREDICT - 1) * 288);
     let d = max_diff(&logits[..toks.len() * 288], &reference());
     assert!(d <= 1e-4, "prompt logits: max abs diff {d} vs llama.cpp");
+}
+
+#[test]
+fn generate_refuses_an_empty_prompt_and_one_too_long() {
+    let mut m = Llama::load(&fixture("tiny_llama_f32.gguf"), Some(8), 1).unwrap();
+    let mut sampler = Sampler::new(SamplerParams::default(), m.hp.n_vocab).unwrap();
+    let opts = GenerateOptions { max_tokens: 4, all_logits: false };
+    let e = m.generate(&[], &mut sampler, opts, |_| false, |_| ControlFlow::Continue(())).unwrap_err();
+    assert!(matches!(e, GenerateError::EmptyPrompt), "{e}");
+    let e = m.generate(&[1; 9], &mut sampler, opts, |_| false, |_| ControlFlow::Continue(())).unwrap_err();
+    assert!(e.to_string().contains("needs 9 positions but the KV cache has 8 of 8 left"), "{e}");
+    // nothing was evaluated: the model still works
+    let g = m.generate(&[1, 5], &mut sampler, opts, |_| false, |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!((g.tokens.len(), m.n_past()), (4, 5));
 }

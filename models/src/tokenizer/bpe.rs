@@ -1,13 +1,13 @@
 //! Byte-pair encoding (`gpt2`, `gemma4`): each pre-tokenized word's characters merge
 //! pairwise, lowest-ranked merge first.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 
 use rgml::gguf::GgufHeader;
 
+use super::merge::{char_symbols, merge, Symbol};
 use super::pretok::PreTokenizer;
-use super::spm::{char_symbols, Symbol};
 use super::unicode::byte_encode;
 use super::vocab::{meta, Vocab, VocabFlags};
 use super::TokenizerError;
@@ -170,61 +170,12 @@ impl Bpe {
         }
     }
 
-    /// The merged runs of `word`, in order (merged-away runs have length 0).
+    /// The merged runs of `word`, in order (merged-away runs have length 0): a pair
+    /// merges when the merges list has it, the lowest rank first.
     fn merge(&self, word: &str, key: &mut Vec<u8>) -> Vec<Symbol> {
-        let mut syms = char_symbols(word);
-        let mut queue = BinaryHeap::new();
-        let text = |s: &Symbol| &word[s.start..s.start + s.len];
-        let mut add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, l: Option<usize>, r: Option<usize>| {
-            let (Some(l), Some(r)) = (l, r) else { return };
-            pair_key(key, text(&syms[l]), text(&syms[r]));
-            if let Some(&rank) = self.ranks.get(key.as_slice()) {
-                queue.push(Bigram { rank, left: l, right: r, len: syms[l].len + syms[r].len });
-            }
-        };
-        for i in 1..syms.len() {
-            add(&syms, &mut queue, Some(i - 1), Some(i));
-        }
-        while let Some(bg) = queue.pop() {
-            let (l, r) = (syms[bg.left], syms[bg.right]);
-            // stale: a side merged since (the two now make a different text)
-            if l.len == 0 || r.len == 0 || l.next != Some(bg.right) || l.len + r.len != bg.len {
-                continue;
-            }
-            syms[bg.left].len += r.len;
-            syms[bg.right].len = 0;
-            syms[bg.left].next = r.next;
-            if let Some(n) = r.next {
-                syms[n].prev = Some(bg.left);
-            }
-            add(&syms, &mut queue, l.prev, Some(bg.left));
-            add(&syms, &mut queue, Some(bg.left), r.next);
-        }
-        syms
-    }
-}
-
-/// A candidate merge; the best has the lowest rank, then the leftmost position.
-struct Bigram {
-    rank: u32,
-    left: usize,
-    right: usize,
-    len: usize,
-}
-
-impl PartialEq for Bigram {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Bigram {}
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Bigram {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.rank.cmp(&self.rank).then(o.left.cmp(&self.left))
+        merge(word, char_symbols(word), |l, r, _| {
+            pair_key(key, l, r);
+            self.ranks.get(key.as_slice()).map(|&rank| Reverse(rank))
+        })
     }
 }

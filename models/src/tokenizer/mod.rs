@@ -18,6 +18,7 @@
 
 mod bpe;
 mod decode;
+mod merge;
 mod pretok;
 mod special;
 mod spm;
