@@ -1,5 +1,35 @@
 //! Model graphs built on rgml, and the pieces of the `rgml` command-line tool
 //! that tests and benchmarks share.
+//!
+//! Text in, text out: a model file's tokenizer and chat template, the sampler, and
+//! generation that streams whole characters:
+//!
+//! ```no_run
+//! use std::ops::ControlFlow;
+//! use rgml_models::chat::Message;
+//! use rgml_models::conversation::{prompt_text, template_for};
+//! use rgml_models::generate::GenerateOptions;
+//! use rgml_models::llama::Llama;
+//! use rgml_models::sampler::{Sampler, SamplerParams};
+//! use rgml_models::tokenizer::Tokenizer;
+//!
+//! let path = std::path::Path::new("SmolLM2-135M-Instruct.Q4_1.gguf");
+//! let file = rgml::gguf::GgufFile::open(path)?;
+//! let tok = Tokenizer::from_gguf(&file)?;                     // tokenizer.ggml.* metadata
+//! let (template, _) = template_for(&file, &tok)?;             // tokenizer.chat_template (minijinja)
+//! let text = template.apply(&[Message::new("user", "What is 2+2?")], true)?;
+//! let prompt = tok.tokenize(prompt_text(&text, &tok), true, true)?;  // add_special, parse_special
+//! let mut model = Llama::load(path, Some(512), 0)?;
+//! let mut sampler = Sampler::new(SamplerParams { temperature: 0.0, ..Default::default() }, tok.n_vocab())?;
+//! let mut decoder = tok.decoder(false);                       // holds back split UTF-8 characters
+//! let opts = GenerateOptions { max_tokens: 64, all_logits: false };
+//! let g = model.generate(&prompt, &mut sampler, opts, |t| tok.is_eog(t), |t| {
+//!     print!("{}", decoder.push(t).unwrap_or_default());
+//!     ControlFlow::Continue(())                               // Break stops generation
+//! })?;
+//! println!("{}  [{:?}]", decoder.finish(), g.stop);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod backend_arg;
 pub mod bench;
