@@ -39,8 +39,12 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("rgml-text-cli-{}-{name}", std::process::id()))
 }
 
+fn vocab_of(model: &str) -> String {
+    vocab_common::real_vocab_dir().join(format!("{model}-vocab.gguf")).to_string_lossy().into_owned()
+}
+
 fn smollm2_vocab() -> String {
-    vocab_common::real_vocab_dir().join("smollm2-vocab.gguf").to_string_lossy().into_owned()
+    vocab_of("smollm2")
 }
 
 fn tiny() -> String {
@@ -59,15 +63,25 @@ fn unhex(s: &str) -> String {
 }
 
 /// The text llama.cpp tokenized for a chat fixture: the rendering with its BOS text
-/// dropped where the vocabulary adds BOS (SmolLM2's does not).
+/// dropped where the vocabulary adds BOS (Gemma 3's does, SmolLM2's does not).
 fn prompt_of(c: &Value) -> String {
-    c["rendered"].as_str().unwrap().to_string()
+    let r = c["rendered"].as_str().unwrap();
+    match c["model"].as_str() {
+        Some("gemma3") => r.strip_prefix(c["bos_token"].as_str().unwrap()).unwrap_or(r).to_string(),
+        _ => r.to_string(),
+    }
 }
 
 #[test]
 fn tokenize_and_detokenize_chat_prompts_as_llama_cpp() {
-    let vocab = smollm2_vocab();
-    let cases = chat_fixtures("smollm2");
+    for model in ["smollm2", "gemma3"] {
+        cli_matches_chat_fixtures(model);
+    }
+}
+
+fn cli_matches_chat_fixtures(model: &str) {
+    let vocab = vocab_of(model);
+    let cases = chat_fixtures(model);
     for c in &cases {
         let want: Vec<String> = c["ids"].as_array().unwrap().iter().map(|v| v.to_string()).collect();
         let (out, _) = ok(&rgml(&["tokenize", &vocab, "--add-special", "--parse-special", &prompt_of(c)], None));
@@ -76,25 +90,30 @@ fn tokenize_and_detokenize_chat_prompts_as_llama_cpp() {
         assert_eq!(out.strip_suffix('\n').unwrap(), unhex(c["detokenized_hex"].as_str().unwrap()));
     }
     // the same through JSON Lines, one line per prompt, same order
-    let inp = tmp("prompts.jsonl");
+    let inp = tmp(&format!("{model}-prompts.jsonl"));
     let lines: Vec<String> = cases.iter().map(|c| Value::from(prompt_of(c)).to_string()).collect();
     std::fs::write(&inp, lines.join("\n") + "\n").unwrap();
     let (out, _) =
         ok(&rgml(&["tokenize", &vocab, "--add-special", "--parse-special", "--jsonl", inp.to_str().unwrap()], None));
     let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(got, cases.iter().map(|c| c["ids"].clone()).collect::<Vec<_>>());
-    let ids = tmp("ids.jsonl");
+    let ids = tmp(&format!("{model}-ids.jsonl"));
     std::fs::write(&ids, out).unwrap();
     let (out, _) = ok(&rgml(&["detokenize", &vocab, "--jsonl", ids.to_str().unwrap()], None));
     let texts: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let want: Vec<Value> = cases.iter().map(|c| Value::from(unhex(c["detokenized_hex"].as_str().unwrap()))).collect();
     assert_eq!(texts, want);
-    // --special renders the control tokens
-    let (out, _) = ok(&rgml(&["detokenize", &vocab, "--special", "1,9690,198"], None));
-    assert_eq!(out, "<|im_start|>system\n\n");
     for p in [inp, ids] {
         std::fs::remove_file(p).ok();
     }
+}
+
+#[test]
+fn special_renders_control_tokens() {
+    let (out, _) = ok(&rgml(&["detokenize", &smollm2_vocab(), "--special", "1,9690,198"], None));
+    assert_eq!(out, "<|im_start|>system\n\n");
+    let (out, _) = ok(&rgml(&["detokenize", &smollm2_vocab(), "1,9690,198"], None));
+    assert_eq!(out, "system\n\n");
 }
 
 #[test]

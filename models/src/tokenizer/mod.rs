@@ -24,6 +24,7 @@ mod special;
 mod spm;
 mod ugm;
 mod unicode;
+#[rustfmt::skip] // generated, and kept compact
 mod unicode_tables;
 mod vocab;
 mod wpm;
