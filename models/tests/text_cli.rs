@@ -273,7 +273,19 @@ fn smollm2_answers_and_stops_at_im_end() {
     assert_eq!(out, "The answer to this classic math problem is 4.\n");
     assert!(err.contains("stopped at the end-of-generation token 2 \"<|im_end|>\""), "{err}");
     let sampled = |seed: &str| {
-        let args = ["run", &m, "--chat", "--prompt", "Tell me a story.", "-n", "24", "--seed", seed, "--temp", "0.8"];
+        let args = [
+            "run",
+            &m,
+            "--chat",
+            "--prompt",
+            "What is the capital of France?",
+            "-n",
+            "64",
+            "--seed",
+            seed,
+            "--temp",
+            "0.8",
+        ];
         ok(&rgml(&[&args[..], &["--n-ctx", "512"]].concat(), None)).0
     };
     let a = sampled("7");
