@@ -167,7 +167,7 @@ impl Context {
     /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
     pub fn new_tensor(&mut self, dtype: DType, ne: &[i64]) -> Result<TensorId> {
         let alloc = !self.no_alloc;
-        self.new_leaf(dtype, ne, |l| Ok(alloc.then(|| LeafData::Owned(HostBuffer::zeroed(l.nbytes())))))
+        self.new_leaf(dtype, ne, |l| alloc.then(|| HostBuffer::zeroed(l.nbytes()).map(LeafData::Owned)).transpose())
     }
     fn new_leaf(
         &mut self,
@@ -224,7 +224,7 @@ impl Context {
             Ok(Some(if aligned {
                 LeafData::Mapped(map, range)
             } else {
-                LeafData::Owned(HostBuffer::from_bytes(&map[range]))
+                LeafData::Owned(HostBuffer::from_bytes(&map[range])?)
             }))
         })
     }

@@ -112,6 +112,12 @@ pub enum Error {
         /// What was wrong (e.g. "expected u32, found string").
         msg: String,
     },
+    /// The system refused memory rgml asked for.
+    #[error("out of memory: {bytes} bytes could not be allocated")]
+    OutOfMemory {
+        /// The allocation's size.
+        bytes: usize,
+    },
     /// I/O error (files, maps).
     #[error(transparent)]
     Io(#[from] std::io::Error),

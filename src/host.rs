@@ -2,6 +2,7 @@
 //! `Element` trait that ties Rust scalar types to their `DType`.
 
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use half::{bf16, f16};
 
 /// Alignment of every host buffer rgml allocates, in bytes.
@@ -27,28 +28,42 @@ pub struct HostBuffer {
 }
 
 impl Clone for HostBuffer {
+    /// Like `Vec::clone`, aborts when the memory is not there.
     fn clone(&self) -> Self {
-        HostBuffer::from_bytes(self.as_bytes())
+        match HostBuffer::from_bytes(self.as_bytes()) {
+            Ok(b) => b,
+            Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<Line>()),
+        }
     }
 }
 
 impl HostBuffer {
     /// `len` zero bytes.
-    pub fn zeroed(len: usize) -> HostBuffer {
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the system refuses the memory.
+    pub fn zeroed(len: usize) -> Result<HostBuffer> {
         if len >= MAP_MIN {
             if let Ok(map) = memmap2::MmapMut::map_anon(len) {
                 #[cfg(target_os = "linux")]
                 let _ = map.advise(memmap2::Advice::HugePage);
-                return HostBuffer { bytes: Bytes::Map(map), len };
+                return Ok(HostBuffer { bytes: Bytes::Map(map), len });
             }
         }
-        HostBuffer { bytes: Bytes::Heap(bytemuck::allocation::zeroed_vec(len.div_ceil(HOST_ALIGN))), len }
+        let lines = len.div_ceil(HOST_ALIGN);
+        let mut v: Vec<Line> = Vec::new();
+        v.try_reserve_exact(lines).map_err(|_| Error::OutOfMemory { bytes: len })?;
+        v.resize(lines, Line([0; HOST_ALIGN]));
+        Ok(HostBuffer { bytes: Bytes::Heap(v), len })
     }
     /// A copy of `bytes`.
-    pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
-        let mut b = HostBuffer::zeroed(bytes.len());
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<HostBuffer> {
+        let mut b = HostBuffer::zeroed(bytes.len())?;
         b.as_bytes_mut().copy_from_slice(bytes);
-        b
+        Ok(b)
     }
     /// Length in bytes.
     pub fn len(&self) -> usize {
@@ -112,12 +127,18 @@ mod tests {
     #[test]
     fn aligned_and_zeroed() {
         for len in [0, 1, 63, 64, 65, 1000, MAP_MIN, MAP_MIN + 3] {
-            let b = HostBuffer::zeroed(len);
+            let b = HostBuffer::zeroed(len).unwrap();
             assert_eq!(b.len(), len);
             assert!(b.as_bytes().iter().all(|&x| x == 0));
             assert_eq!(b.as_bytes().as_ptr() as usize % HOST_ALIGN, 0);
         }
-        let b = HostBuffer::from_bytes(&[1, 2, 3]);
+        let b = HostBuffer::from_bytes(&[1, 2, 3]).unwrap();
         assert_eq!(b.as_bytes(), &[1, 2, 3]);
+    }
+
+    #[test]
+    fn too_large_is_an_error() {
+        let e = HostBuffer::zeroed(usize::MAX / 2).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
     }
 }

@@ -151,8 +151,7 @@ impl BackendStorage for cpu::CpuStorage {
         cpu::CpuStorage::rebind(self, ctx, graph, plan)
     }
     fn grow(&mut self, capacity: usize) -> Result<()> {
-        cpu::CpuStorage::grow(self, capacity);
-        Ok(())
+        cpu::CpuStorage::grow(self, capacity)
     }
     fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
         cpu::CpuStorage::reset_leaf(self, ctx, id)

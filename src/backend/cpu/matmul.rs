@@ -140,7 +140,7 @@ pub(super) fn repack(ex: &Exec, ctx: &crate::Context, a: crate::TensorId) -> Res
     let Some(gs) = t.packed_group_size(k).filter(|_| packed_rows && k > 0) else { return Ok(None) };
     let (row, mr) = (l.row_size(), t.mr());
     let groups = m.div_ceil(mr);
-    let mut out = HostBuffer::zeroed(groups * gs);
+    let mut out = HostBuffer::zeroed(groups * gs)?;
     let base = out.as_bytes_mut().as_mut_ptr() as usize;
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(groups, gs, |range| {
@@ -169,7 +169,7 @@ pub(super) fn repack(ex: &Exec, ctx: &crate::Context, a: crate::TensorId) -> Res
 fn prepare(ex: &Exec, t: tile::TileKernel, k: usize, acts: &[u8], brow: usize) -> Result<HostBuffer> {
     let prow = t.prepared_row_size(k).unwrap_or(0);
     let rows = acts.len().checked_div(brow).unwrap_or(0);
-    let mut out = HostBuffer::zeroed(prow * rows);
+    let mut out = HostBuffer::zeroed(prow * rows)?;
     let base = out.as_bytes_mut().as_mut_ptr() as usize;
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(rows, k, |range| {
@@ -194,7 +194,7 @@ fn packed_rows(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<St
         return Ok(t);
     }
     let packed = Layout::contiguous(l.dtype, l.ne)?;
-    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes()));
+    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes())?);
     let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;
     Ok(out)
@@ -205,7 +205,7 @@ fn activations(ex: &Exec, wt: crate::DType, b: Strided) -> Result<HostBuffer> {
     let k = b.l.ne[0] as usize;
     let brow = dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0);
     let rows = b.l.nrows() as usize;
-    let mut out = HostBuffer::zeroed(brow * rows);
+    let mut out = HostBuffer::zeroed(brow * rows)?;
     let base = out.as_bytes_mut().as_mut_ptr() as usize;
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(rows, k, |range| {
@@ -285,7 +285,7 @@ fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
 /// A packed f32 copy of `t` in `tmp`.
 fn f32_copy(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<Strided> {
     let packed = Layout::contiguous(crate::DType::F32, t.l.ne)?;
-    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes()));
+    let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes())?);
     let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;
     Ok(out)

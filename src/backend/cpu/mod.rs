@@ -129,14 +129,14 @@ impl CpuBackend {
     /// the leaves the graph writes, taken from the context now.
     pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
         let leaf_copies = leaf_copies(ctx, graph, &plan, HashMap::new())?;
-        Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size()), plan, leaf_copies, packed: HashMap::new() })
+        Ok(CpuStorage { buffer: HostBuffer::zeroed(plan.buffer_size())?, plan, leaf_copies, packed: HashMap::new() })
     }
     /// Like [`CpuBackend::alloc`], with a buffer of `capacity` bytes so that
     /// other plans up to that size can be bound later ([`CpuStorage::rebind`]).
     pub fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
         let mut st = self.alloc(ctx, graph, plan)?;
         if capacity > st.buffer.len() {
-            st.buffer = HostBuffer::zeroed(capacity);
+            st.buffer = HostBuffer::zeroed(capacity)?;
         }
         Ok(st)
     }
@@ -222,7 +222,7 @@ fn leaf_copies(
         if place == Place::LeafCopy {
             let copy = match held.remove(&root) {
                 Some(c) => c,
-                None => HostBuffer::from_bytes(ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?),
+                None => HostBuffer::from_bytes(ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?)?,
             };
             copies.insert(root, copy);
         }
@@ -278,10 +278,14 @@ impl CpuStorage {
     }
     /// Grows the plan buffer to at least `capacity` bytes (its contents are not
     /// kept: the next compute rewrites them; inputs placed in it must be set again).
-    pub fn grow(&mut self, capacity: usize) {
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], the old buffer kept.
+    pub fn grow(&mut self, capacity: usize) -> Result<()> {
         if capacity > self.buffer.len() {
-            self.buffer = HostBuffer::zeroed(capacity);
+            self.buffer = HostBuffer::zeroed(capacity)?;
         }
+        Ok(())
     }
     /// Sets the backend's copy of leaf `id` back to the context's data (e.g. to
     /// clear a KV cache).
