@@ -8,7 +8,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rgml::gguf::GgufFile;
 use rgml::{quant, DType};
 
-const TYPES: [DType; 12] = DType::QUANTIZED;
+#[path = "../tests/common/blocks.rs"]
+mod blocks;
+
+const TYPES: [DType; 24] = DType::QUANTIZED;
 const N: usize = 1 << 20;
 
 fn quantization(c: &mut Criterion) {
@@ -17,15 +20,28 @@ fn quantization(c: &mut Criterion) {
     let mut out = vec![0f32; N];
     for dt in TYPES {
         let mut q = vec![0u8; dt.row_size(N as i64).unwrap()];
-        quant::quantize_row(dt, &src, &mut q).unwrap();
+        let quantizes = quant::has_quantizer(dt);
+        if quantizes {
+            quant::quantize_row(dt, &src, &mut q).unwrap();
+        } else {
+            let mut s = 0x9e37_79b9_7f4a_7c15u64;
+            q = blocks::random_blocks(dt, N / dt.block_size(), || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            });
+        }
         let mut g = c.benchmark_group("quantization");
         g.throughput(Throughput::Bytes((N * 4) as u64));
         g.bench_function(BenchmarkId::new("dequantize", dt.name()), |b| {
             b.iter(|| quant::dequantize_row(dt, &q, &mut out).unwrap())
         });
-        g.bench_function(BenchmarkId::new("quantize", dt.name()), |b| {
-            b.iter(|| quant::quantize_row(dt, &src, &mut q).unwrap())
-        });
+        if quantizes {
+            g.bench_function(BenchmarkId::new("quantize", dt.name()), |b| {
+                b.iter(|| quant::quantize_row(dt, &src, &mut q).unwrap())
+            });
+        }
         g.finish();
     }
 }

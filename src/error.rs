@@ -121,6 +121,18 @@ pub enum Error {
     /// I/O error (files, maps).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A tensor of a GGUF file whose ggml type id rgml does not know (a type
+    /// removed from ggml, one rgml does not implement, or a newer one): the
+    /// file opens, but the tensor cannot be used.
+    #[error("tensor {name}: {why}")]
+    UnknownType {
+        /// The tensor's name.
+        name: String,
+        /// Its ggml type id.
+        type_id: u32,
+        /// The id and what is known of it (e.g. "type id 4 (Q4_2) was removed from ggml").
+        why: String,
+    },
 }
 
 impl Error {

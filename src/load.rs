@@ -1,6 +1,7 @@
 //! Loading weights: the tensors of a GGUF file become read-only leaves of a
 //! context whose bytes are the file's mapping (no copy; a tensor the file
-//! stores misaligned for its type is copied).
+//! stores misaligned for its type is copied). Tensors of a type id rgml does
+//! not know are left out; asking for one is an error naming it and its id.
 
 use std::collections::HashMap;
 
@@ -14,17 +15,33 @@ use crate::tensor::TensorId;
 pub struct Weights {
     by_name: HashMap<String, TensorId>,
     order: Vec<(String, TensorId)>,
+    /// The tensors left out, by name: their type id and why.
+    unknown: HashMap<String, (u32, String)>,
 }
 
 impl Weights {
-    /// The leaf named `name`, or an error naming the missing tensor.
+    /// The leaf named `name`; an error naming the missing tensor, or
+    /// [`Error::UnknownType`] (with the name and type id) for a tensor of the
+    /// file whose type rgml does not know.
     pub fn get(&self, name: &str) -> Result<TensorId> {
-        self.by_name
-            .get(name)
-            .copied()
-            .ok_or_else(|| Error::Metadata { key: format!("tensor {name}"), msg: "not in the model file".into() })
+        if let Some(&id) = self.by_name.get(name) {
+            return Ok(id);
+        }
+        match self.unknown.get(name) {
+            Some((type_id, why)) => Err(Error::UnknownType {
+                name: name.to_string(),
+                type_id: *type_id,
+                why: format!("{why}; it was not loaded"),
+            }),
+            None => Err(Error::Metadata { key: format!("tensor {name}"), msg: "not in the model file".into() }),
+        }
     }
-    /// The leaf named `name`, if there is one.
+    /// The tensors of the file that were left out (type id rgml does not
+    /// know), as `(name, type id)` in no particular order.
+    pub fn unknown(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.unknown.iter().map(|(n, (id, _))| (n.as_str(), *id))
+    }
+    /// The leaf named `name`, if there is one (`None` for a tensor of an unknown type too).
     pub fn find(&self, name: &str) -> Option<TensorId> {
         self.by_name.get(name).copied()
     }
@@ -32,7 +49,7 @@ impl Weights {
     pub fn iter(&self) -> impl Iterator<Item = (&str, TensorId)> {
         self.order.iter().map(|(n, id)| (n.as_str(), *id))
     }
-    /// Number of tensors.
+    /// Number of tensors loaded (those of unknown types not counted).
     pub fn len(&self) -> usize {
         self.order.len()
     }
@@ -43,9 +60,13 @@ impl Weights {
 }
 
 /// Adds every tensor of `file` to `ctx` as a named, read-only leaf over the
-/// file's mapping.
+/// file's mapping; tensors of a type id rgml does not know are left out (see
+/// [`Weights::get`] and [`Weights::unknown`]).
 pub fn load_gguf(ctx: &mut Context, file: &GgufFile) -> Result<Weights> {
     let mut w = Weights::default();
+    for t in file.header().unknown_tensors() {
+        w.unknown.insert(t.name.clone(), (t.type_id, t.why()));
+    }
     for info in file.header().tensors() {
         let dims = (info.n_dims as usize).clamp(1, 4);
         let id = ctx.new_tensor_mapped(info.dtype, &info.ne[..dims], file.map(), file.tensor_range(info).start)?;

@@ -39,7 +39,29 @@ fn vals(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-const TYPES: [DType; 13] = dot::WEIGHT_TYPES;
+/// The weight types the CUDA backend multiplies (the first 13 of
+/// `dot::WEIGHT_TYPES`; the later ones are refused, see `tests/cuda_quant.rs`).
+const TYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+#[test]
+fn the_cuda_weight_types_lead_the_cpu_list() {
+    assert_eq!(TYPES[..], dot::WEIGHT_TYPES[..TYPES.len()]);
+    assert!(dot::WEIGHT_TYPES[TYPES.len()..].iter().all(|&t| !rgml::backend::cuda::kernels::handles(t)));
+}
 
 /// A K for `wt`: whole blocks, and not a multiple of 256 where the type allows.
 fn odd_k(wt: DType) -> usize {

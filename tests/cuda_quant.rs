@@ -14,7 +14,21 @@ mod common;
 use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, DType, Error, Graph, TensorId};
 
-const ALL: [DType; 12] = DType::QUANTIZED;
+/// The block types the CUDA backend reads (the first 12 of `DType::QUANTIZED`).
+const ALL: [DType; 12] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q8_1,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+];
 /// The block types CUDA quantizes into.
 const WRITABLE: [DType; 6] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1];
 const K_QUANTS: [DType; 6] = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
@@ -319,4 +333,80 @@ fn set_rows_with_a_repeated_or_bad_index_writes_nothing() {
             assert_eq!(changed, 0, "{dtype:?} {ids:?}: {changed} values were written");
         }
     }
+}
+
+/// The types the CUDA kernels do not read (F64, I64, IQ4_NL, IQ4_XS, MXFP4,
+/// the i-quants, TQ1_0, TQ2_0): every graph that computes with one is refused
+/// before anything runs, with `Error::Unsupported` naming the op and the type,
+/// at `alloc` and at `compute`; the CPU computes the same graphs. A graph that
+/// only views such a leaf still runs.
+#[test]
+fn types_without_cuda_kernels_are_refused_up_front() {
+    let gpu = cuda();
+    let mut rng = Rng(900);
+    let new_types = [
+        DType::IQ4_NL,
+        DType::IQ4_XS,
+        DType::MXFP4,
+        DType::IQ1_S,
+        DType::IQ1_M,
+        DType::IQ2_XXS,
+        DType::IQ2_XS,
+        DType::IQ2_S,
+        DType::IQ3_XXS,
+        DType::IQ3_S,
+        DType::TQ1_0,
+        DType::TQ2_0,
+    ];
+    let mut next = || rng.next();
+    for dt in new_types {
+        let k = dt.block_size().max(32) as i64 * 2;
+        let bytes = common::blocks::random_blocks(dt, 2 * 3, &mut next);
+        let mut ctx = Context::new();
+        let w = ctx.new_tensor(dt, &[k, 3]).unwrap();
+        ctx.set_bytes(w, &bytes).unwrap();
+        let idx = ctx.new_tensor(DType::I32, &[2]).unwrap();
+        ctx.set_data(idx, &[2i32, 0]).unwrap();
+        let x = ctx.new_f32(&[k, 2], &vec![0.5; 2 * k as usize]).unwrap();
+        let rows = ctx.get_rows(w, idx).unwrap();
+        let cont = ctx.cont(w).unwrap();
+        let mm = ctx.mul_mat(w, x).unwrap();
+        let h = ctx.new_tensor(DType::F16, &[k, 3]).unwrap();
+        let cpy = ctx.cpy(w, h).unwrap();
+        for (out, op) in [(rows, "get_rows"), (cont, "cont"), (mm, "mul_mat"), (cpy, "cpy")] {
+            let g = Graph::build(&ctx, &[out]).unwrap();
+            CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap_or_else(|e| panic!("CPU {dt} {op}: {e}"));
+            let Some(gpu) = gpu.as_ref() else { continue };
+            match gpu.run(&ctx, &g) {
+                Err(Error::Unsupported { op: o, dtype }) => assert_eq!((o, dtype), (op, dt)),
+                r => panic!("{dt} {op}: expected Unsupported, got {:?}", r.map(|_| ())),
+            }
+        }
+        // a view of the leaf is no computation
+        let v = ctx.view_2d(w, k, 1, w_row(&ctx, w), 0).unwrap();
+        let g = Graph::build(&ctx, &[v]).unwrap();
+        if let Some(gpu) = gpu.as_ref() {
+            gpu.run(&ctx, &g).unwrap_or_else(|e| panic!("{dt}: a view must run: {e}"));
+        }
+    }
+    // the plain 64-bit types too
+    let mut ctx = Context::new();
+    let d = ctx.new_tensor(DType::F64, &[4]).unwrap();
+    ctx.set_bytes(d, &[1.5f64, -2.0, 3.25, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let f = ctx.new_tensor(DType::F32, &[4]).unwrap();
+    let c = ctx.cpy(d, f).unwrap();
+    let g = Graph::build(&ctx, &[c]).unwrap();
+    let st = CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap();
+    assert_eq!(st.read_f32(&ctx, c).unwrap(), vec![1.5, -2.0, 3.25, 0.0]);
+    if let Some(gpu) = gpu.as_ref() {
+        match gpu.run(&ctx, &g) {
+            Err(Error::Unsupported { op, dtype }) => assert_eq!((op, dtype), ("cpy", DType::F64)),
+            r => panic!("F64 cpy: expected Unsupported, got {:?}", r.map(|_| ())),
+        }
+    }
+}
+
+/// Bytes of one row of `w`.
+fn w_row(ctx: &Context, w: TensorId) -> usize {
+    ctx.layout(w).unwrap().nb[1]
 }

@@ -3,6 +3,9 @@
 //! from a few rows) and the blocked GEMM (F32 weights, batches of 16 or more),
 //! against an f64 reference built from the dequantized weights and the
 //! activations rounded the way ggml rounds them (to the weight's dot partner).
+//! The i-quants, which have no quantizer, multiply random valid blocks.
+
+mod common;
 
 use rgml::quant::{self, dot};
 use rgml::{Context, CpuBackend, DType, Graph};
@@ -37,11 +40,22 @@ fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 
     let (av, bv) = (vals(na, 1 + k as u64), vals(nb, 2 + n as u64));
     let mut ctx = Context::new();
     let af = ctx.new_f32(&[k as i64, m as i64, a2, a3], &av).unwrap();
-    let a = if wt == DType::F32 {
-        af
-    } else {
-        let q = ctx.new_tensor(wt, &[k as i64, m as i64, a2, a3]).unwrap();
-        ctx.cpy(af, q).unwrap()
+    // the i-quants: random valid blocks as the weights
+    let random = (!quant::has_quantizer(wt)).then(|| {
+        let mut rng = common::Rng(k as u64 * 31 + m as u64);
+        common::blocks::random_blocks(wt, na / wt.block_size(), || rng.next())
+    });
+    let a = match &random {
+        _ if wt == DType::F32 => af,
+        Some(bytes) => {
+            let q = ctx.new_tensor(wt, &[k as i64, m as i64, a2, a3]).unwrap();
+            ctx.set_bytes(q, bytes).unwrap();
+            q
+        }
+        None => {
+            let q = ctx.new_tensor(wt, &[k as i64, m as i64, a2, a3]).unwrap();
+            ctx.cpy(af, q).unwrap()
+        }
     };
     let b = if transposed_b {
         // b stored as [n, k] per batch and transposed: rows of b are strided
@@ -64,6 +78,13 @@ fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 
     // reference: weights as stored, activations as ggml rounds them (F32 GEMM: unrounded)
     let aw: Vec<f32> = if wt == DType::F32 {
         av.clone()
+    } else if let Some(bytes) = &random {
+        let mut d = vec![0f32; na];
+        let rs = wt.row_size(k as i64).unwrap();
+        for (src, dst) in bytes.chunks(rs).zip(d.chunks_mut(k)) {
+            quant::dequantize_row(wt, src, dst).unwrap();
+        }
+        d
     } else {
         let mut d = vec![0f32; na];
         let mut q = vec![0u8; wt.row_size(k as i64).unwrap()];

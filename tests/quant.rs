@@ -13,7 +13,21 @@ use std::path::{Path, PathBuf};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::DType;
 
-const BLOCK_TYPES: [DType; 12] = DType::QUANTIZED;
+/// The types of `tests/fixtures/quant` (the later ones are in `tests/iquant.rs`).
+const BLOCK_TYPES: [DType; 12] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q8_1,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+];
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

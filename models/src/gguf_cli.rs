@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use rgml::gguf::{Array, GgufFile, GgufWriter, Value};
+use rgml::gguf::{Array, GgufFile, GgufWriter, TensorEntry, Value};
 use rgml::{quant, DType};
 
 /// Elements of an array shown before "…".
@@ -54,7 +54,8 @@ fn show_array(a: &Array) -> String {
     format!("{} [{}] {body}", a.type_description(), a.len())
 }
 
-/// The report `rgml inspect` prints.
+/// The report `rgml inspect` prints. A tensor of a type id rgml does not know
+/// is listed with its id (`id 4?`) and the most bytes it can have (`<=N`).
 pub fn inspect(path: &Path) -> rgml::Result<String> {
     let f = GgufFile::open(path)?;
     let mut s = String::new();
@@ -65,25 +66,29 @@ pub fn inspect(path: &Path) -> rgml::Result<String> {
         f.version(),
         f.alignment(),
         f.metadata().len(),
-        f.tensors().len(),
+        f.n_tensors(),
         f.data_offset()
     );
     let _ = writeln!(s, "\nmetadata:");
     for (k, v) in f.metadata() {
         let _ = writeln!(s, "  {k:<40} {:<8} {}", v.value_type().to_string(), show_value(v));
     }
-    let _ = writeln!(s, "\ntensors:\n  {:<32} {:<6} {:<24} {:>12} {:>12}", "name", "type", "ne", "bytes", "offset");
-    for t in f.tensors() {
-        let ne: Vec<i64> = t.ne[..(t.n_dims as usize).clamp(1, 4)].to_vec();
-        let _ = writeln!(
-            s,
-            "  {:<32} {:<6} {:<24} {:>12} {:>12}",
-            t.name,
-            t.dtype.name(),
-            format!("{ne:?}"),
-            t.size,
-            f.tensor_range(t).start
-        );
+    let _ = writeln!(s, "\ntensors:\n  {:<32} {:<8} {:<24} {:>12} {:>12}", "name", "type", "ne", "bytes", "offset");
+    for e in f.entries() {
+        let ne = e.ne();
+        let ne = format!("{:?}", &ne[..(e.n_dims() as usize).clamp(1, 4)]);
+        let (ty, bytes) = match e {
+            TensorEntry::Known(t) => (t.dtype.name().to_string(), t.size.to_string()),
+            TensorEntry::Unknown(t) => (format!("id {}?", t.type_id), format!("<={}", t.max_size)),
+        };
+        let at = f.data_offset().saturating_add(e.offset());
+        let _ = writeln!(s, "  {:<32} {:<8} {:<24} {:>12} {:>12}", e.name(), ty, ne, bytes, at);
+    }
+    if !f.unknown_tensors().is_empty() {
+        let _ = writeln!(s, "\n{} tensors of types rgml cannot read:", f.unknown_tensors().len());
+        for t in f.unknown_tensors() {
+            let _ = writeln!(s, "  {}: {}", t.name, t.why());
+        }
     }
     Ok(s)
 }
@@ -91,6 +96,9 @@ pub fn inspect(path: &Path) -> rgml::Result<String> {
 /// Writes tensor `name` of `path`, dequantized, as little-endian f32 in ggml order.
 pub fn dump(path: &Path, name: &str, out: &Path) -> rgml::Result<usize> {
     let f = GgufFile::open(path)?;
+    if let Some(t) = f.unknown_tensor(name) {
+        return Err(rgml::Error::UnknownType { name: name.to_string(), type_id: t.type_id, why: t.why() });
+    }
     let info = f
         .tensor(name)
         .ok_or_else(|| rgml::Error::Metadata { key: format!("tensor {name}"), msg: "not in the file".into() })?;
@@ -126,19 +134,50 @@ fn file_type(t: DType) -> u32 {
         DType::Q5_K => 17,
         DType::Q6_K => 18,
         DType::BF16 => 32,
+        DType::IQ4_NL => 25,
+        DType::IQ4_XS => 30,
+        DType::TQ1_0 => 36,
+        DType::TQ2_0 => 37,
+        DType::MXFP4 => 38,
         _ => 0,
     }
 }
 
+/// Why `rgml quantize` cannot write `to`, as the `op` of an
+/// [`rgml::Error::Unsupported`]; `None` when it can.
+fn refusal(to: DType) -> Option<&'static str> {
+    match to {
+        DType::IQ1_S | DType::IQ2_XXS | DType::IQ2_XS => Some(
+            "quantize (ggml's quantizer for this type requires an importance matrix, which rgml does not take; \
+             use llama-quantize --imatrix)",
+        ),
+        DType::IQ1_M | DType::IQ2_S | DType::IQ3_XXS | DType::IQ3_S => Some(
+            "quantize (rgml has no quantizer for the i-quants: ggml's search grids built at start-up and want an \
+             importance matrix; use llama-quantize --imatrix)",
+        ),
+        DType::Q8_1 | DType::Q8_K => Some("quantize (an activation type, not stored in model files)"),
+        _ if to.is_quantized() || to.is_float() => None,
+        _ => Some("quantize"),
+    }
+}
+
 /// Re-quantizes the 2-D weight matrices of `input` to `to` (like llama.cpp's
-/// quantize tool: 1-D tensors such as norms stay as they are, and so does a
-/// matrix whose rows are not whole blocks), keeps the metadata, updates
-/// `general.file_type`, and writes `output`. Calls `progress` per tensor.
+/// quantize tool without an importance matrix, byte for byte: 1-D tensors such
+/// as norms stay as they are, and so does a matrix whose rows are not whole
+/// blocks), keeps the metadata, updates `general.file_type`, and writes
+/// `output`. Calls `progress` per tensor. The i-quants IQ1_S … IQ3_S are
+/// refused (their quantizers need an importance matrix), and so is a file
+/// holding a tensor of a type id rgml does not know (it could not be written
+/// back).
 pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut(&str)) -> rgml::Result<()> {
-    if !(to.is_quantized() || to.is_float()) || matches!(to, DType::Q8_1 | DType::Q8_K) {
-        return Err(rgml::Error::Unsupported { op: "quantize", dtype: to });
+    if let Some(op) = refusal(to) {
+        return Err(rgml::Error::Unsupported { op, dtype: to });
     }
     let f = GgufFile::open(input)?;
+    if let Some(t) = f.unknown_tensors().first() {
+        let why = format!("{}; rgml cannot write it to the quantized file", t.why());
+        return Err(rgml::Error::UnknownType { name: t.name.clone(), type_id: t.type_id, why });
+    }
     let mut w = GgufWriter::new();
     for (k, v) in f.metadata() {
         if k != "general.file_type" {
@@ -158,7 +197,7 @@ pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut
             let row = to.row_size(ne0 as i64).unwrap_or(0);
             let mut bytes = vec![0u8; row * values.len() / ne0.max(1)];
             for (src, dst) in values.chunks(ne0.max(1)).zip(bytes.chunks_mut(row.max(1))) {
-                quant::quantize_row(to, src, dst)?;
+                quant::quantize_chunk(to, src, dst)?;
             }
             progress(&format!(
                 "[{}/{}] {:<32} {} -> {} ({} -> {} bytes)",

@@ -128,3 +128,87 @@ fn loaded_weights_point_into_the_mapping() {
     }
     assert!(w.get("no.such.tensor").unwrap_err().to_string().contains("no.such.tensor"));
 }
+
+/// `quantize` to IQ4_NL, IQ4_XS, MXFP4, TQ1_0 and TQ2_0 writes llama-quantize's bytes
+/// (`quant::quantize_chunk`) for the matrices whose rows are whole blocks,
+/// keeps the rest, sets `general.file_type`; the i-quants are refused with a
+/// message about the importance matrix.
+#[test]
+fn quantize_to_iq4_and_mxfp4() {
+    // rows of 512 (whole IQ4_XS super-blocks), of 96 (32-value blocks only), a vector
+    let src = tmp("iq-src.gguf");
+    let mut w = rgml::gguf::GgufWriter::new();
+    w.set("general.architecture", "test").unwrap();
+    let vals = |n: usize| -> Vec<u8> {
+        (0..n).flat_map(|i| ((((i * 2_654_435_761) % 2001) as f32 / 1000.0 - 1.0) * 0.1).to_le_bytes()).collect()
+    };
+    w.add_tensor("m", DType::F32, &[512, 4], vals(2048)).unwrap();
+    w.add_tensor("odd", DType::F32, &[96, 3], vals(288)).unwrap();
+    w.add_tensor("norm", DType::F32, &[512], vals(512)).unwrap();
+    w.write(&src).unwrap();
+    for (name, dt, ftype) in
+        [("iq4_nl", DType::IQ4_NL, 25u32), ("iq4_xs", DType::IQ4_XS, 30), ("mxfp4", DType::MXFP4, 38)]
+    {
+        let out = tmp(&format!("{name}.gguf"));
+        let run = rgml(&["quantize".as_ref(), src.as_os_str(), out.as_os_str(), name.as_ref()]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let (a, b) = (GgufFile::open(&src).unwrap(), GgufFile::open(&out).unwrap());
+        std::fs::remove_file(&out).ok();
+        assert_eq!(b.get_u32("general.file_type").unwrap(), ftype);
+        let mut converted = 0;
+        for t in a.tensors() {
+            let q = b.tensor(&t.name).unwrap();
+            let ne0 = t.ne[0] as usize;
+            if t.n_dims != 2 || !ne0.is_multiple_of(dt.block_size()) {
+                assert_eq!((q.dtype, b.tensor_bytes(q)), (t.dtype, a.tensor_bytes(t)), "{} kept", t.name);
+                continue;
+            }
+            assert_eq!(q.dtype, dt, "{}", t.name);
+            let x: Vec<f32> = a.tensor_bytes(t).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let row = dt.row_size(t.ne[0]).unwrap();
+            let mut want = vec![0u8; row * x.len() / ne0];
+            for (s, d) in x.chunks(ne0).zip(want.chunks_mut(row)) {
+                rgml::quant::quantize_chunk(dt, s, d).unwrap();
+            }
+            assert_eq!(b.tensor_bytes(q), &want[..], "{} {name}: llama-quantize's bytes", t.name);
+            converted += 1;
+        }
+        assert_eq!(converted, if dt.block_size() == 256 { 1 } else { 2 }, "{name}");
+    }
+    for name in ["iq2_xxs", "iq1_s", "iq3_s"] {
+        let run = rgml(&["quantize".as_ref(), src.as_os_str(), tmp("no").as_os_str(), name.as_ref()]);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success() && err.contains("importance matrix") && err.contains(name), "{name}: {err}");
+    }
+    std::fs::remove_file(&src).ok();
+}
+
+/// A file with a tensor of a type id rgml does not know: `inspect` lists every
+/// tensor (that one with its id), `dump` of it is an error naming it and the
+/// id, `quantize` refuses the file, and loading leaves the tensor out.
+#[test]
+fn files_with_an_unknown_tensor_type_open() {
+    let path = fixture("gguf/malformed/tensor_type_removed_q4_2.gguf");
+    let out = rgml(&["inspect".as_ref(), path.as_os_str()]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = GgufFile::open(&path).unwrap();
+    assert!(s.contains(&format!("{} tensors", f.n_tensors())), "{s}");
+    for e in f.entries() {
+        assert!(s.lines().any(|l| l.trim_start().starts_with(e.name())), "{} not listed:\n{s}", e.name());
+    }
+    assert!(s.contains("id 4?") && s.contains("(Q4_2) was removed from ggml"), "{s}");
+    let dump = rgml(&["dump".as_ref(), path.as_os_str(), "a".as_ref(), "--f32".as_ref(), tmp("a.f32").as_os_str()]);
+    let err = String::from_utf8_lossy(&dump.stderr);
+    assert!(!dump.status.success() && err.contains("tensor a") && err.contains("type id 4"), "{err}");
+    let q = rgml(&["quantize".as_ref(), path.as_os_str(), tmp("q.gguf").as_os_str(), "q8_0".as_ref()]);
+    assert!(!q.status.success() && String::from_utf8_lossy(&q.stderr).contains("type id 4"));
+    let mut ctx = rgml::Context::new();
+    let w = rgml::load_gguf(&mut ctx, &f).unwrap();
+    assert_eq!(w.len(), f.tensors().len());
+    match w.get("a") {
+        Err(rgml::Error::UnknownType { name, type_id, .. }) => assert_eq!((name.as_str(), type_id), ("a", 4)),
+        r => panic!("expected UnknownType, got {r:?}"),
+    }
+    assert_eq!(w.unknown().collect::<Vec<_>>(), [("a", 4)]);
+}

@@ -42,8 +42,97 @@ impl TensorInfo {
     }
 }
 
+/// A tensor whose ggml type id rgml does not know: a type removed from ggml
+/// (Q4_2, Q4_0_4_4…), one ggml has and rgml does not implement (NVFP4, Q1_0,
+/// Q2_0), or one newer than rgml. Its byte size cannot be computed, so it is
+/// bounded: its bytes lie between its offset and the next tensor's (or the
+/// end of the file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownTensor {
+    /// The tensor's name.
+    pub name: String,
+    /// Its ggml type id, as stored.
+    pub type_id: u32,
+    /// Shape in ggml order (unused dims are 1).
+    pub ne: [i64; 4],
+    /// Number of dimensions stored in the file.
+    pub n_dims: u32,
+    /// Byte offset of the data, relative to the start of the data section.
+    pub offset: usize,
+    /// The most bytes its data can have: up to the next tensor's offset, or to
+    /// the end of the file (0 for a tensor without elements).
+    pub max_size: usize,
+}
+
+impl UnknownTensor {
+    /// Why rgml cannot use it: the id and, for ids ggml has used, the name
+    /// (`"type id 4 (Q4_2) was removed from ggml"`).
+    pub fn why(&self) -> String {
+        super::reader::type_id_error(self.type_id)
+    }
+}
+
+/// One tensor of a file, of a type rgml knows or not ([`GgufHeader::entries`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorEntry<'a> {
+    /// A tensor of a [`DType`].
+    Known(&'a TensorInfo),
+    /// A tensor of a type id rgml does not know.
+    Unknown(&'a UnknownTensor),
+}
+
+impl<'a> TensorEntry<'a> {
+    /// The tensor's name.
+    pub fn name(&self) -> &'a str {
+        match self {
+            TensorEntry::Known(t) => &t.name,
+            TensorEntry::Unknown(t) => &t.name,
+        }
+    }
+    /// The shape, ggml order.
+    pub fn ne(&self) -> [i64; 4] {
+        match self {
+            TensorEntry::Known(t) => t.ne,
+            TensorEntry::Unknown(t) => t.ne,
+        }
+    }
+    /// The stored number of dimensions.
+    pub fn n_dims(&self) -> u32 {
+        match self {
+            TensorEntry::Known(t) => t.n_dims,
+            TensorEntry::Unknown(t) => t.n_dims,
+        }
+    }
+    /// The ggml type id as stored.
+    pub fn type_id(&self) -> u32 {
+        match self {
+            TensorEntry::Known(t) => t.dtype.ggml_id(),
+            TensorEntry::Unknown(t) => t.type_id,
+        }
+    }
+    /// The offset in the data section.
+    pub fn offset(&self) -> usize {
+        match self {
+            TensorEntry::Known(t) => t.offset,
+            TensorEntry::Unknown(t) => t.offset,
+        }
+    }
+}
+
+/// Where the `i`-th tensor of the file is kept: in `tensors` or in `unknown`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Slot {
+    Known(usize),
+    Unknown(usize),
+}
+
 /// Everything in a GGUF file before its tensor data, parsed and validated:
 /// every tensor's bytes lie inside the file, aligned and without overlaps.
+///
+/// Tensors of a type id rgml does not know do not make the file invalid: they
+/// are kept apart ([`GgufHeader::unknown_tensors`]), bounded by the next
+/// tensor, and every other check applies to them. [`GgufHeader::tensors`]
+/// holds the others; [`GgufHeader::entries`] lists all in file order.
 ///
 /// Typed accessors (`get_u32`…) accept the exact type and every narrower type
 /// whose values all convert losslessly: `get_u32` accepts `u8`, `u16` and
@@ -61,6 +150,10 @@ pub struct GgufHeader {
     pub(crate) kv_index: HashMap<String, usize>,
     pub(crate) tensors: Vec<TensorInfo>,
     pub(crate) tensor_index: HashMap<String, usize>,
+    pub(crate) unknown: Vec<UnknownTensor>,
+    pub(crate) unknown_index: HashMap<String, usize>,
+    /// Every tensor in file order.
+    pub(crate) order: Vec<Slot>,
 }
 
 fn metadata_err(key: &str, msg: impl Into<String>) -> Error {
@@ -173,14 +266,38 @@ impl GgufHeader {
             .ok_or_else(|| metadata_err(key, format!("expected array of string, found {}", a.type_description())))
     }
 
-    /// All tensor infos, in file order.
+    /// The infos of the tensors whose type rgml knows, in file order (the
+    /// others are in [`GgufHeader::unknown_tensors`]).
     pub fn tensors(&self) -> &[TensorInfo] {
         &self.tensors
     }
 
-    /// The tensor named `name`.
+    /// The tensor named `name`, if its type is one rgml knows.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The tensors whose ggml type id rgml does not know, in file order.
+    pub fn unknown_tensors(&self) -> &[UnknownTensor] {
+        &self.unknown
+    }
+
+    /// The tensor named `name`, if its type id is one rgml does not know.
+    pub fn unknown_tensor(&self, name: &str) -> Option<&UnknownTensor> {
+        self.unknown_index.get(name).map(|&i| &self.unknown[i])
+    }
+
+    /// Every tensor of the file, known type or not, in file order.
+    pub fn entries(&self) -> impl Iterator<Item = TensorEntry<'_>> {
+        self.order.iter().map(|s| match *s {
+            Slot::Known(i) => TensorEntry::Known(&self.tensors[i]),
+            Slot::Unknown(i) => TensorEntry::Unknown(&self.unknown[i]),
+        })
+    }
+
+    /// The number of tensors in the file, of known types or not.
+    pub fn n_tensors(&self) -> usize {
+        self.order.len()
     }
 
     /// Absolute byte range of a tensor's data in the file. For an info of this

@@ -16,10 +16,17 @@
 //!   spec says; arrays may nest up to [`MAX_ARRAY_DEPTH`] levels;
 //! - `general.alignment`, if present, is a `u32` non-zero power of two;
 //! - tensors have at most 4 dims, each in `0..=i64::MAX` (0 is accepted, as in
-//!   ggml), an element count and byte size that do not overflow, a type rgml
-//!   knows ([`DType`](crate::DType); removed ggml types such as Q4_2 and types
-//!   rgml does not implement are errors), and `ne[0]` a multiple of the type's
-//!   block size;
+//!   ggml), an element count and byte size that do not overflow, and for a
+//!   type rgml knows ([`DType`](crate::DType)) `ne[0]` a multiple of the
+//!   type's block size;
+//! - a tensor of a type id rgml does not know (removed ggml types such as Q4_2
+//!   or Q4_0_4_4, types rgml does not implement such as NVFP4, future ids) does
+//!   not make the file invalid: it is listed apart
+//!   ([`GgufHeader::unknown_tensors`]), its byte size — which cannot be
+//!   computed — is bounded by the next tensor's offset or the end of the file,
+//!   and it must still have at least one byte if it has elements; loading
+//!   ([`load_gguf`](crate::load_gguf)) leaves it out, and asking for it is
+//!   [`Error::UnknownType`](crate::Error::UnknownType);
 //! - tensor data lie inside the file, at offsets that are multiples of the
 //!   alignment, and do not overlap. Unlike ggml, tensors need not be stored in
 //!   order or back to back, and the last tensor's trailing padding may be
@@ -35,7 +42,7 @@ mod value;
 mod writer;
 
 pub use file::GgufFile;
-pub use header::{GgufHeader, TensorInfo};
+pub use header::{GgufHeader, TensorEntry, TensorInfo, UnknownTensor};
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufWriter, MAX_WRITE_NAME};
 

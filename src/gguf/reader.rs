@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::fmt::Display;
 
+use super::header::Slot;
 use super::value::{Array, Value, ValueType};
-use super::{GgufHeader, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
+use super::{GgufHeader, TensorInfo, UnknownTensor, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -180,7 +181,7 @@ impl<'a> Cursor<'a> {
 
 /// Why a ggml type id is not a [`DType`]: removed from ggml, known to ggml but
 /// not implemented by rgml, or unknown.
-fn type_id_error(id: u32) -> String {
+pub(super) fn type_id_error(id: u32) -> String {
     let removed = match id {
         4 => Some("Q4_2"),
         5 => Some("Q4_3"),
@@ -192,16 +193,16 @@ fn type_id_error(id: u32) -> String {
         38 => Some("IQ4_NL_8_8"),
         _ => None,
     };
-    const UNSUPPORTED: [&str; 27] = [
-        "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "", "", "", "I64", "F64",
-        "IQ1_M", "", "", "", "", "TQ1_0", "TQ2_0", "", "", "", "MXFP4", "NVFP4", "Q1_0", "Q2_0",
-    ];
-    if let Some(name) = removed {
-        return format!("tensor type id {id} ({name}) was removed from ggml");
-    }
-    match id.checked_sub(16).and_then(|i| UNSUPPORTED.get(i as usize)) {
-        Some(name) if !name.is_empty() => format!("tensor type id {id} ({name}) is not supported by rgml"),
-        _ => format!("unknown tensor type id {id}"),
+    let unimplemented = match id {
+        40 => Some("NVFP4"),
+        41 => Some("Q1_0"),
+        42 => Some("Q2_0"),
+        _ => None,
+    };
+    match (removed, unimplemented) {
+        (Some(name), _) => format!("type id {id} ({name}) was removed from ggml"),
+        (_, Some(name)) => format!("type id {id} ({name}) is not supported by rgml"),
+        _ => format!("type id {id} is unknown to rgml"),
     }
 }
 
@@ -281,17 +282,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<GgufHeader> {
     };
 
     let reserve = n_tensors.min(MAX_RESERVE);
-    let mut tensors: Vec<TensorInfo> = Vec::with_capacity(reserve);
-    let mut offset_at = Vec::with_capacity(reserve);
-    let mut tensor_index = HashMap::with_capacity(reserve);
+    let mut raw: Vec<RawInfo> = Vec::with_capacity(reserve);
+    let mut names = HashMap::with_capacity(reserve);
     for i in 0..n_tensors {
-        let (info, at) = tensor_info(&mut c).map_err(|e| context(e, || format!("tensor info {i}")))?;
-        if let Some(&j) = tensor_index.get(&info.name) {
-            return Err(gguf_err(at.0, format!("duplicate tensor name '{}' (tensors {j} and {i})", info.name)));
+        let info = tensor_info(&mut c).map_err(|e| context(e, || format!("tensor info {i}")))?;
+        if let Some(&j) = names.get(&info.name) {
+            return Err(gguf_err(info.name_at, format!("duplicate tensor name '{}' (tensors {j} and {i})", info.name)));
         }
-        tensor_index.insert(info.name.clone(), i);
-        tensors.push(info);
-        offset_at.push(at.1);
+        names.insert(info.name.clone(), i);
+        raw.push(info);
     }
 
     let file_size = bytes.len() as u64;
@@ -306,37 +305,76 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<GgufHeader> {
         }
     };
 
-    for (t, &at) in tensors.iter().zip(&offset_at) {
+    // a tensor of an unknown type holds at most the bytes up to the next tensor that
+    // occupies any (by offset), or to the end of the file
+    let occupies = |t: &RawInfo| t.size.map_or(t.n_elements > 0, |s| s > 0);
+    let mut starts: Vec<u64> = raw.iter().filter(|t| occupies(t)).map(|t| t.offset as u64).collect();
+    starts.sort_unstable();
+    let data_len = file_size - data_offset;
+    for t in &mut raw {
         let offset = t.offset as u64;
         if !offset.is_multiple_of(alignment) {
             let msg = format!("tensor '{}': offset {offset} is not a multiple of the alignment {alignment}", t.name);
-            return Err(gguf_err(at, msg));
+            return Err(gguf_err(t.offset_at, msg));
         }
-        let end = data_offset.checked_add(offset).and_then(|s| s.checked_add(t.size as u64));
+        if t.size.is_none() && offset <= data_len {
+            let next = starts.get(starts.partition_point(|&s| s <= offset)).copied().unwrap_or(data_len);
+            if t.n_elements > 0 && next == offset {
+                let msg = format!(
+                    "tensor '{}' ({}) has {} elements but no bytes before the next tensor or the end of the file",
+                    t.name,
+                    type_id_error(t.type_id),
+                    t.n_elements
+                );
+                return Err(gguf_err(t.offset_at, msg));
+            }
+            t.bound = if t.n_elements > 0 { (next - offset) as usize } else { 0 };
+        }
+        let end = data_offset.checked_add(offset).and_then(|s| s.checked_add(t.extent() as u64));
         if end.is_none_or(|e| e > file_size) {
             let msg = format!(
                 "tensor '{}': data at offset {offset} + {} bytes in the data section (which starts at {data_offset}) \
                  lies past the end of the file ({file_size} bytes)",
-                t.name, t.size
+                t.name,
+                t.extent()
             );
-            return Err(gguf_err(at, msg));
+            return Err(gguf_err(t.offset_at, msg));
         }
     }
-    let mut order: Vec<usize> = (0..n_tensors).filter(|&i| tensors[i].size > 0).collect();
-    order.sort_by_key(|&i| tensors[i].offset);
+    let mut order: Vec<usize> = (0..n_tensors).filter(|&i| raw[i].extent() > 0).collect();
+    order.sort_by_key(|&i| raw[i].offset);
     for w in order.windows(2) {
-        let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
-        if a.offset + a.size > b.offset {
+        let (a, b) = (&raw[w[0]], &raw[w[1]]);
+        if a.offset + a.extent() > b.offset {
             let msg = format!(
                 "tensor '{}' (data section bytes {}..{}) overlaps tensor '{}' (bytes {}..{})",
                 b.name,
                 b.offset,
-                b.offset + b.size,
+                b.offset + b.extent(),
                 a.name,
                 a.offset,
-                a.offset + a.size
+                a.offset + a.extent()
             );
-            return Err(gguf_err(offset_at[w[1]], msg));
+            return Err(gguf_err(b.offset_at, msg));
+        }
+    }
+
+    let mut tensors: Vec<TensorInfo> = Vec::with_capacity(reserve);
+    let mut tensor_index = HashMap::with_capacity(reserve);
+    let (mut unknown, mut unknown_index, mut slots) = (Vec::new(), HashMap::new(), Vec::with_capacity(reserve));
+    for t in raw {
+        let RawInfo { name, dtype, type_id, ne, n_dims, offset, size, bound, .. } = t;
+        match (dtype, size) {
+            (Some(dtype), Some(size)) => {
+                tensor_index.insert(name.clone(), tensors.len());
+                slots.push(Slot::Known(tensors.len()));
+                tensors.push(TensorInfo { name, dtype, ne, n_dims, offset, size });
+            }
+            _ => {
+                unknown_index.insert(name.clone(), unknown.len());
+                slots.push(Slot::Unknown(unknown.len()));
+                unknown.push(UnknownTensor { name, type_id, ne, n_dims, offset, max_size: bound });
+            }
         }
     }
 
@@ -349,12 +387,41 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<GgufHeader> {
         kv_index,
         tensors,
         tensor_index,
+        unknown,
+        unknown_index,
+        order: slots,
     })
 }
 
-/// One tensor info, and the byte offsets of its name and of its offset field.
-/// Its offset and size are not checked against the file here (`parse` does).
-fn tensor_info(c: &mut Cursor<'_>) -> Result<(TensorInfo, (usize, usize))> {
+/// A tensor info as parsed, before the file-level checks: its type may be
+/// unknown (`dtype` and `size` `None`; `bound` set by `parse`).
+struct RawInfo {
+    name: String,
+    dtype: Option<DType>,
+    type_id: u32,
+    ne: [i64; 4],
+    n_dims: u32,
+    n_elements: i64,
+    offset: usize,
+    /// Bytes of data, for a known type.
+    size: Option<usize>,
+    /// For an unknown type, the bytes up to the next tensor (or the file end).
+    bound: usize,
+    /// Byte offsets of the name and of the offset field.
+    name_at: usize,
+    offset_at: usize,
+}
+
+impl RawInfo {
+    /// The bytes the tensor's data may occupy.
+    fn extent(&self) -> usize {
+        self.size.unwrap_or(self.bound)
+    }
+}
+
+/// One tensor info. Its offset and size are not checked against the file here
+/// (`parse` does); a type id rgml does not know is kept, without a size.
+fn tensor_info(c: &mut Cursor<'_>) -> Result<RawInfo> {
     let name_at = c.pos;
     let name = c.string("tensor name")?;
     if name.len() > MAX_TENSOR_NAME {
@@ -374,32 +441,37 @@ fn tensor_info(c: &mut Cursor<'_>) -> Result<(TensorInfo, (usize, usize))> {
         *slot = i64::try_from(v)
             .map_err(|_| gguf_err(at, format!("tensor '{name}': ne[{d}] = {v} is negative as an int64")))?;
     }
-    let n_elements = ne.iter().try_fold(1i64, |acc, &n| acc.checked_mul(n));
-    if n_elements.is_none() {
+    let Some(n_elements) = ne.iter().try_fold(1i64, |acc, &n| acc.checked_mul(n)) else {
         return Err(gguf_err(ne_at, format!("tensor '{name}': element count of shape {ne:?} overflows int64")));
-    }
-    let type_at = c.pos;
+    };
     let type_id: u32 = c.num("tensor type")?;
-    let dtype = DType::from_ggml_id(type_id)
-        .ok_or_else(|| gguf_err(type_at, format!("tensor '{name}': {}", type_id_error(type_id))))?;
-    let size = dtype
-        .row_size(ne[0])
-        .ok_or_else(|| {
-            let bs = dtype.block_size();
-            gguf_err(
-                ne_at,
-                format!("tensor '{name}': ne[0] = {} is not a multiple of the {dtype} block size {bs}", ne[0]),
-            )
-        })
-        .and_then(|row| {
-            ne[1..].iter().try_fold(row, |acc, &n| usize::try_from(n).ok().and_then(|n| acc.checked_mul(n))).ok_or_else(
-                || gguf_err(ne_at, format!("tensor '{name}': byte size of shape {ne:?} ({dtype}) overflows")),
-            )
-        })?;
+    let dtype = DType::from_ggml_id(type_id);
+    let size = match dtype {
+        None => None,
+        Some(dtype) => Some(
+            dtype
+                .row_size(ne[0])
+                .ok_or_else(|| {
+                    let bs = dtype.block_size();
+                    gguf_err(
+                        ne_at,
+                        format!("tensor '{name}': ne[0] = {} is not a multiple of the {dtype} block size {bs}", ne[0]),
+                    )
+                })
+                .and_then(|row| {
+                    ne[1..]
+                        .iter()
+                        .try_fold(row, |acc, &n| usize::try_from(n).ok().and_then(|n| acc.checked_mul(n)))
+                        .ok_or_else(|| {
+                            gguf_err(ne_at, format!("tensor '{name}': byte size of shape {ne:?} ({dtype}) overflows"))
+                        })
+                })?,
+        ),
+    };
     let offset_at = c.pos;
     let offset: u64 = c.num("tensor offset")?;
     let offset = usize::try_from(offset).map_err(|_| {
         gguf_err(offset_at, format!("tensor '{name}': offset {offset} does not fit this machine's address space"))
     })?;
-    Ok((TensorInfo { name, dtype, ne, n_dims, offset, size }, (name_at, offset_at)))
+    Ok(RawInfo { name, dtype, type_id, ne, n_dims, n_elements, offset, size, bound: 0, name_at, offset_at })
 }

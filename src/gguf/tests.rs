@@ -162,9 +162,10 @@ fn tensor_checks() {
     assert!(err(&one_tensor(&[1 << 62, 4], 0, 0, 4)).1.contains("overflows int64"));
     assert!(err(&one_tensor(&[1 << 61, 2], 0, 0, 4)).1.contains("byte size"));
     assert!(err(&one_tensor(&[33], 8, 0, 34)).1.contains("not a multiple of the q8_0 block size 32"));
-    assert!(err(&one_tensor(&[4], 4, 0, 4)).1.contains("(Q4_2) was removed"));
-    assert!(err(&one_tensor(&[256], 16, 0, 66)).1.contains("(IQ2_XXS) is not supported by rgml"));
-    assert!(err(&one_tensor(&[4], 99, 0, 4)).1.contains("unknown tensor type id 99"));
+    // the types added with IQ4_NL are known: sizes from ggml's block structs
+    let h = GgufHeader::parse(&one_tensor(&[512, 2], 16, 0, 264)).unwrap();
+    assert_eq!((h.tensors()[0].dtype, h.tensors()[0].size), (DType::IQ2_XXS, 264));
+    assert!(err(&one_tensor(&[16], 39, 0, 17)).1.contains("not a multiple of the mxfp4 block size 32"));
     assert!(err(&one_tensor(&[4], 0, 16, 32)).1.contains("not a multiple of the alignment 32"));
     assert!(err(&one_tensor(&[4], 0, 0, 15)).1.contains("past the end of the file"));
     assert!(err(&one_tensor(&[4], 0, u64::MAX - 31, 16)).1.contains("past the end of the file"));
@@ -184,6 +185,54 @@ fn tensor_checks() {
     assert!(err(&overlap).1.contains("overlaps"));
     // a missing trailing padding is accepted
     assert!(GgufHeader::parse(&one_tensor(&[3], 0, 0, 12)).is_ok());
+}
+
+/// Tensors of type ids rgml does not know: kept apart, bounded by the next
+/// tensor or the end of the file, every other check still applied.
+#[test]
+fn unknown_type_ids_are_bounded_not_refused() {
+    for (id, why) in [
+        (4, "type id 4 (Q4_2) was removed from ggml"),
+        (33, "type id 33 (Q4_0_8_8) was removed from ggml"),
+        (38, "type id 38 (IQ4_NL_8_8) was removed from ggml"),
+        (40, "type id 40 (NVFP4) is not supported by rgml"),
+        (99, "type id 99 is unknown to rgml"),
+        (u32::MAX, "type id 4294967295 is unknown to rgml"),
+    ] {
+        // "a" known (16 f32), then "u" of the unknown type, then "b" known, out of order in the file
+        let img = B::header(3, 3, 0)
+            .tensor("b", &[8], 0, 128)
+            .tensor("u", &[7, 3], id, 64)
+            .tensor("a", &[16], 0, 0)
+            .pad_to(32, 160);
+        let h = GgufHeader::parse(&img).unwrap();
+        assert_eq!(h.n_tensors(), 3);
+        assert_eq!(h.tensors().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["b", "a"]);
+        let u = h.unknown_tensor("u").unwrap();
+        assert_eq!((u.type_id, u.ne, u.n_dims, u.offset, u.max_size), (id, [7, 3, 1, 1], 2, 64, 64));
+        assert_eq!(u.why(), why);
+        assert!(h.tensor("u").is_none() && h.unknown_tensor("a").is_none());
+        let names: Vec<(&str, u32)> = h.entries().map(|e| (e.name(), e.type_id())).collect();
+        assert_eq!(names, [("b", 0), ("u", id), ("a", 0)], "file order");
+        // the last tensor: bounded by the end of the file (no trailing padding needed)
+        let last = B::header(3, 1, 0).tensor("u", &[5], id, 0).pad_to(32, 3);
+        assert_eq!(GgufHeader::parse(&last).unwrap().unknown_tensors()[0].max_size, 3);
+        // an empty one has no bytes and may sit anywhere in the data section
+        let empty = B::header(3, 2, 0).tensor("e", &[0], id, 0).tensor("a", &[4], 0, 0).pad_to(32, 16);
+        assert_eq!(GgufHeader::parse(&empty).unwrap().unknown_tensors()[0].max_size, 0);
+        // and the checks that still apply
+        assert!(err(&B::header(3, 1, 0).tensor("u", &[5], id, 16).pad_to(32, 64)).1.contains("alignment 32"));
+        assert!(err(&B::header(3, 1, 0).tensor("u", &[5], id, 64).pad_to(32, 32)).1.contains("past the end"));
+        let no_room = B::header(3, 2, 0).tensor("u", &[5], id, 32).tensor("a", &[8], 0, 0).pad_to(32, 32);
+        assert!(err(&no_room).1.contains("no bytes before the next tensor"), "{}", err(&no_room).1);
+        let shared = B::header(3, 2, 0).tensor("u", &[5], id, 0).tensor("a", &[8], 0, 0).pad_to(32, 64);
+        assert!(err(&shared).1.contains("overlaps"), "{}", err(&shared).1);
+        let into = B::header(3, 2, 0).tensor("a", &[16], 0, 0).tensor("u", &[5], id, 32).pad_to(32, 96);
+        assert!(err(&into).1.contains("overlaps"), "{}", err(&into).1);
+        assert!(err(&B::header(3, 1, 0).tensor("u", &[1 << 62, 4], id, 0).pad_to(32, 4)).1.contains("overflows"));
+        let dup = B::header(3, 2, 0).tensor("u", &[1], id, 0).tensor("u", &[1], 0, 32).pad_to(32, 36);
+        assert!(err(&dup).1.contains("duplicate tensor name 'u'"));
+    }
 }
 
 #[test]

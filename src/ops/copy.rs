@@ -36,9 +36,14 @@ impl Context {
     /// quantized `a`), and returns a view of `b`. Both must hold the same number of elements; values
     /// go across in logical (row-major, `ne[0]` fastest) order, so the shapes may
     /// differ. `b` may be any non-overlapping strided view (e.g. a KV-cache slot).
+    /// Converting into a type without a quantizer (the i-quants IQ1_S … IQ3_S,
+    /// see [`crate::quant::has_quantizer`]) is [`Error::Unsupported`].
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let la = self.copyable("cpy", a)?;
         let lb = self.copyable("cpy", b)?;
+        if la.dtype != lb.dtype && lb.dtype.is_quantized() && !crate::quant::has_quantizer(lb.dtype) {
+            return Err(Error::Unsupported { op: "cpy", dtype: lb.dtype });
+        }
         if la.nelements() != lb.nelements() {
             return Err(Error::shape(
                 "cpy",

@@ -64,6 +64,10 @@ impl Context {
         if la.dtype.is_quantized() && la.block_dim != 0 {
             return Err(Error::NotContiguous { op: "set_rows", ne: la.ne, nb: la.nb, dtype: la.dtype });
         }
+        if la.dtype != lb.dtype && la.dtype.is_quantized() && !crate::quant::has_quantizer(la.dtype) {
+            // the i-quants have no quantizer
+            return Err(Error::Unsupported { op: "set_rows", dtype: la.dtype });
+        }
         self.in_place_result(Op::SetRows, a, vec![a, b, idx])
     }
 }

@@ -13,11 +13,19 @@
 //! | Q4_0, Q5_0, Q8_0 | Q8_0 | `Σ_blocks d_w·d_a·Σ q_w·q_a` |
 //! | Q4_1, Q5_1 | Q8_1 | `Σ_blocks d_w·d_a·Σ q_w·q_a + m_w·s_a` (Q8_1's stored sum `s`) |
 //! | Q2_K … Q6_K | Q8_K | integer dots per sub-block times the sub-block scales; the mins (and Q6_K's offset in SIMD code) through Q8_K's `bsums` |
+//! | IQ4_NL, MXFP4 | Q8_0 | `Σ_blocks d_w·d_a·Σ table[i_w]·q_a` (MXFP4's `d_w` a power of two) |
+//! | IQ4_XS | Q8_K | table lookups per 32-value group times its 6-bit scale |
+//! | IQ1_S … IQ3_S | Q8_K | grid points (8 or 4 values) times signs, summed per scale group; IQ1's shifts through `bsums` (IQ1_S) or the quants' sums (IQ1_M) |
+//! | TQ1_0, TQ2_0 | Q8_K | `Σ (t - 1)·q_a` over the ternary values |
 //!
 //! The integer part of every quantized kernel is exact; only the f32 scaling
 //! and summing of the per-block results can round differently between the
 //! scalar reference ([`dot_fn_scalar`]) and the SIMD kernels (AVX2+FMA+F16C;
 //! AVX-512 F/BW/VL with VNNI), chosen once per process by [`SimdLevel::detect`].
+//! The scalar kernels of the types added with IQ4_NL do their f32 arithmetic
+//! exactly as ggml's `ggml_vec_dot_*_generic`. IQ4_NL, IQ4_XS and MXFP4 have
+//! AVX2 and AVX-512 kernels; the i-quants and the ternary types run their
+//! scalar kernels at every level (see [`kernel_level`]).
 //!
 //! # The length contract
 //! [`DotKernel::dot`]`(n, w, a)` needs `w` to hold exactly `n` values of the
@@ -30,9 +38,10 @@
 //!
 //! # Quant values ggml never produces
 //! Q8_0/Q8_1/Q8_K quants of `-128` lie outside what any ggml quantizer writes
-//! (they produce `-127..=127`). With them only the AVX2 Q8_0·Q8_0 kernel may
-//! differ from the scalar one, as ggml's does: its `abs`/`sign` trick wraps on
-//! `-128`, and `vpmaddubsw` saturates at `2·128·128`. Every other kernel
+//! (they produce `-127..=127`). With them only the AVX2 Q8_0·Q8_0, IQ4_NL,
+//! IQ4_XS and MXFP4 kernels (and the AVX-512 IQ4_XS one) may differ from the
+//! scalar ones, as ggml's do: their `abs`/`sign` trick wraps on `-128`, and
+//! `vpmaddubsw` saturates at `2·128·128`. Every other kernel
 //! (AVX-512's Q8_0·Q8_0 uses an exact `(x + 128)·y - 128·y` form) is exact in
 //! its integer part for any byte values. The k-quant kernels trust Q8_K's
 //! `bsums` to be the sums of its quants, as every Q8_K quantizer writes them
@@ -53,6 +62,9 @@ mod x86;
 #[macro_use]
 mod x86_int;
 #[cfg(target_arch = "x86_64")]
+#[macro_use]
+mod x86_iq;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -60,7 +72,7 @@ mod avx512;
 pub use act::quantize_activations;
 
 /// The weight types `mul_mat` takes, each with a dot kernel for its partner.
-pub const WEIGHT_TYPES: [DType; 13] = [
+pub const WEIGHT_TYPES: [DType; 25] = [
     DType::F32,
     DType::F16,
     DType::BF16,
@@ -74,6 +86,18 @@ pub const WEIGHT_TYPES: [DType; 13] = [
     DType::Q4_K,
     DType::Q5_K,
     DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
+    DType::IQ1_S,
+    DType::IQ1_M,
+    DType::IQ2_XXS,
+    DType::IQ2_XS,
+    DType::IQ2_S,
+    DType::IQ3_XXS,
+    DType::IQ3_S,
+    DType::TQ1_0,
+    DType::TQ2_0,
 ];
 
 /// A raw dot-product kernel: `f(n, w, a)` is the dot product of the `n`
@@ -172,15 +196,30 @@ impl SimdLevel {
 /// The type an activation row must be converted to before it is dotted with a
 /// row of `w` (ggml-cpu's `type_traits_cpu[w].vec_dot_type`).
 ///
-/// F32, F16 and BF16 pair with themselves; Q4_0, Q5_0 and Q8_0 with Q8_0;
-/// Q4_1 and Q5_1 with Q8_1; Q2_K … Q6_K with Q8_K. The types without a dot
-/// kernel (Q8_1, Q8_K and the integer types; [`dot_fn`] refuses them) map to
-/// themselves.
+/// F32, F16 and BF16 pair with themselves; Q4_0, Q5_0, Q8_0, IQ4_NL and
+/// MXFP4 with Q8_0; Q4_1 and Q5_1 with Q8_1; Q2_K … Q6_K, IQ4_XS, the
+/// i-quants IQ1_S … IQ3_S and TQ1_0/TQ2_0 with Q8_K. The types without a dot
+/// kernel (Q8_1, Q8_K, F64 and the integer types; [`dot_fn`] refuses them)
+/// map to themselves.
 pub const fn vec_dot_type(w: DType) -> DType {
     match w {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => DType::Q8_0,
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::MXFP4 => DType::Q8_0,
         DType::Q4_1 | DType::Q5_1 => DType::Q8_1,
-        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        DType::Q2_K
+        | DType::Q3_K
+        | DType::Q4_K
+        | DType::Q5_K
+        | DType::Q6_K
+        | DType::IQ4_XS
+        | DType::IQ1_S
+        | DType::IQ1_M
+        | DType::IQ2_XXS
+        | DType::IQ2_XS
+        | DType::IQ2_S
+        | DType::IQ3_XXS
+        | DType::IQ3_S
+        | DType::TQ1_0
+        | DType::TQ2_0 => DType::Q8_K,
         other => other,
     }
 }
@@ -229,13 +268,23 @@ pub fn dot_fn_for(w: DType, level: SimdLevel) -> Option<DotKernel> {
 /// The level of the kernel [`dot_fn_for`]`(w, level)` returns, regardless of
 /// whether this CPU supports `level`; `None` when `w` has no kernel.
 ///
-/// On x86-64 every pair has an AVX2 and an AVX-512 kernel; elsewhere only the
-/// scalar ones exist.
+/// On x86-64 the float, legacy, k-quant, IQ4_NL, IQ4_XS and MXFP4 weights
+/// have an AVX2 and an AVX-512 kernel; the i-quants and ternary types only
+/// the scalar one; elsewhere only the scalar ones exist.
 pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
     scalar::kernel(w)?;
-    if cfg!(target_arch = "x86_64") {
-        Some(level)
-    } else {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let has = |l: SimdLevel| match l {
+            SimdLevel::Scalar => true,
+            SimdLevel::Avx2 => avx2::kernel(w).is_some(),
+            SimdLevel::Avx512 => avx512::kernel(w).is_some(),
+        };
+        Some(SimdLevel::ALL.into_iter().rev().filter(|&l| l <= level).find(|&l| has(l)).unwrap_or(SimdLevel::Scalar))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = level;
         Some(SimdLevel::Scalar)
     }
 }

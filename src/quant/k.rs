@@ -8,7 +8,7 @@
 //! requantize every value against the scale the dequantizer will actually see.
 
 use super::search::{affine, nearest_int, scale_min_k4, symmetric_q3, symmetric_weighted, Affine, GROUP_MAX_EPS};
-use super::{f2h, h2f, Block, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
+use super::{f2h, h2f, Block, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, Quantize, QK_K};
 use crate::dtype::DType;
 use bytemuck::Zeroable;
 
@@ -56,7 +56,9 @@ impl Block for BlockQ2_K {
             }
         }
     }
+}
 
+impl Quantize for BlockQ2_K {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);
         const Q4SCALE: f32 = 15.0;
@@ -127,7 +129,9 @@ impl Block for BlockQ3_K {
             }
         }
     }
+}
 
+impl Quantize for BlockQ3_K {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);
         let mut levels = [0i8; QK_K];
@@ -249,7 +253,9 @@ impl Block for BlockQ4_K {
             }
         }
     }
+}
 
+impl Quantize for BlockQ4_K {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);
         let p = Affine { nmax: 15, rmin: -1.0, rdelta: 0.1, nstep: 20, use_mad: false };
@@ -282,7 +288,9 @@ impl Block for BlockQ5_K {
             }
         }
     }
+}
 
+impl Quantize for BlockQ5_K {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);
         let p = Affine { nmax: 31, rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: false };
@@ -317,7 +325,9 @@ impl Block for BlockQ6_K {
             *y = d * self.scales[k / 16] as f32 * q as f32;
         }
     }
+}
 
+impl Quantize for BlockQ6_K {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);
         let mut levels = [0i8; QK_K];
@@ -369,7 +379,9 @@ impl Block for BlockQ8_K {
             *y = self.d * q as f32;
         }
     }
+}
 
+impl Quantize for BlockQ8_K {
     /// ggml leaves `bsums` unwritten for an all-zero block; here they are 0.
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK_K);

@@ -6,7 +6,7 @@
 //! range (round half away from zero for the 8-bit types), and all arithmetic is
 //! in f32 in the same order.
 
-use super::{f2h, h2f, Block, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
+use super::{f2h, h2f, Block, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, Quantize, QK};
 use crate::dtype::DType;
 
 const HALF: usize = QK / 2;
@@ -86,7 +86,9 @@ impl Block for BlockQ4_0 {
             dst[j + HALF] = ((b >> 4) as i32 - 8) as f32 * d;
         }
     }
+}
 
+impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK);
         let d = signed_absmax(x) / -8.0;
@@ -111,7 +113,9 @@ impl Block for BlockQ4_1 {
             dst[j + HALF] = (b >> 4) as f32 * d + m;
         }
     }
+}
 
+impl Quantize for BlockQ4_1 {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK);
         let (min, max) = min_max(x);
@@ -136,7 +140,9 @@ impl Block for BlockQ5_0 {
             *y = (q as i32 - 16) as f32 * d;
         }
     }
+}
 
+impl Quantize for BlockQ5_0 {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK);
         let d = signed_absmax(x) / -16.0;
@@ -161,7 +167,9 @@ impl Block for BlockQ5_1 {
             *y = q as f32 * d + m;
         }
     }
+}
 
+impl Quantize for BlockQ5_1 {
     fn quantize(x: &[f32]) -> Self {
         assert_eq!(x.len(), QK);
         let (min, max) = min_max(x);
@@ -201,7 +209,9 @@ impl Block for BlockQ8_0 {
             *y = q as f32 * d;
         }
     }
+}
 
+impl Quantize for BlockQ8_0 {
     fn quantize(x: &[f32]) -> Self {
         let (d, qs) = quantize_q8(x);
         BlockQ8_0 { d: f2h(d), qs }
@@ -220,7 +230,9 @@ impl Block for BlockQ8_1 {
             *y = q as f32 * d;
         }
     }
+}
 
+impl Quantize for BlockQ8_1 {
     fn quantize(x: &[f32]) -> Self {
         let (d, qs) = quantize_q8(x);
         let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();

@@ -6,7 +6,39 @@ use super::*;
 use crate::dtype::DType;
 use crate::error::Error;
 
-const BLOCK_TYPES: [DType; 12] = DType::QUANTIZED;
+/// The block types with a quantizer.
+const BLOCK_TYPES: [DType; 17] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q8_1,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
+    DType::TQ1_0,
+    DType::TQ2_0,
+];
+
+#[test]
+fn block_types_with_quantizers() {
+    let q: Vec<DType> = DType::QUANTIZED.into_iter().filter(|&d| has_quantizer(d)).collect();
+    assert_eq!(q, BLOCK_TYPES);
+    for d in DType::QUANTIZED.into_iter().filter(|&d| !has_quantizer(d)) {
+        let n = d.block_size();
+        let e = quantize_row(d, &vec![0.5; n], &mut vec![0u8; d.type_size()]);
+        assert!(matches!(e, Err(Error::Unsupported { dtype, .. }) if dtype == d), "{d}: {e:?}");
+        // but they dequantize
+        dequantize_row(d, &vec![0u8; d.type_size()], &mut vec![0f32; n]).unwrap();
+    }
+}
 
 /// A small deterministic generator (xorshift64*), uniform in [-1, 1).
 struct Rng(u64);
@@ -48,6 +80,18 @@ fn block_trait_matches_dtype_table() {
     check::<BlockQ5_K>();
     check::<BlockQ6_K>();
     check::<BlockQ8_K>();
+    check::<BlockIQ4_NL>();
+    check::<BlockIQ4_XS>();
+    check::<BlockMXFP4>();
+    check::<BlockIQ1_S>();
+    check::<BlockIQ1_M>();
+    check::<BlockIQ2_XXS>();
+    check::<BlockIQ2_XS>();
+    check::<BlockIQ2_S>();
+    check::<BlockIQ3_XXS>();
+    check::<BlockIQ3_S>();
+    check::<BlockTQ1_0>();
+    check::<BlockTQ2_0>();
 }
 
 #[test]
@@ -209,8 +253,14 @@ fn zero_rows_give_zero_blocks() {
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
                 assert!(q.iter().all(|&b| b == 0), "{dtype}: {q:?}")
             }
-            // the first field is the f16 scale; Q4_0 and Q5_0 store max / -8 = -0.0 (as ggml does)
-            DType::Q4_0 | DType::Q5_0 => assert_eq!(&q[..2], &[0, 0x80], "{dtype}"),
+            // the first field is the f16 scale; Q4_0 and Q5_0 store max / -8 = -0.0 (as ggml does),
+            // IQ4_XS -max_scale / 32 = -0.0
+            DType::Q4_0 | DType::Q5_0 | DType::IQ4_XS => assert_eq!(&q[..2], &[0, 0x80], "{dtype}"),
+            // the ternary types store their scale last
+            DType::TQ1_0 | DType::TQ2_0 => {
+                let bs = dtype.type_size();
+                assert!(q.chunks(bs).all(|b| b[bs - 2..] == [0, 0]), "{dtype}: {q:?}")
+            }
             _ => assert_eq!(&q[..2], &[0, 0], "{dtype}"),
         }
     }

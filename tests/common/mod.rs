@@ -7,6 +7,8 @@
 
 use rgml::{CudaBackend, Error};
 
+pub mod blocks;
+
 /// CUDA device 0, or `None` after printing `SKIP: …` when there is none.
 /// Opening must fail only with [`Error::Unavailable`]; with
 /// `RGML_REQUIRE_CUDA=1` a missing device fails the test instead.

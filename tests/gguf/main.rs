@@ -3,11 +3,13 @@
 //! for bit, malformed ones are rejected for the right reason, rgml rewrites
 //! gguf-py's files byte for byte and round-trips every type, gguf-py reads
 //! rgml's files (when `import gguf` works), and mutated files never panic the
-//! parser. (The writer's atomicity is tested in src/gguf/tests.rs.)
+//! parser, and files with a tensor of an unknown type id open. (The writer's
+//! atomicity is tested in src/gguf/tests.rs.)
 
 mod gguf_py;
 mod malformed;
 mod mutation;
+mod unknown;
 mod valid;
 mod writer;
 

@@ -97,6 +97,7 @@ unsafe fn convert_row(d: *mut u8, sd: Scalar, dnb: usize, s: *const u8, ss: Scal
 
 fn elem_size(s: Scalar) -> usize {
     match s {
+        Scalar::F64 | Scalar::I64 => 8,
         Scalar::F32 | Scalar::I32 => 4,
         Scalar::F16 | Scalar::BF16 | Scalar::I16 => 2,
         Scalar::I8 => 1,

@@ -110,6 +110,8 @@ pub(crate) enum Scalar {
     I8,
     I16,
     I32,
+    F64,
+    I64,
 }
 
 impl Scalar {
@@ -122,10 +124,12 @@ impl Scalar {
             DType::I8 => Scalar::I8,
             DType::I16 => Scalar::I16,
             DType::I32 => Scalar::I32,
+            DType::F64 => Scalar::F64,
+            DType::I64 => Scalar::I64,
             _ => return Err(Error::Unsupported { op, dtype: d }),
         })
     }
-    /// Reads one element as f32.
+    /// Reads one element as f32 (F64 and I64 rounded to nearest).
     ///
     /// # Safety
     /// `p` must point to a readable, aligned element of this type.
@@ -140,6 +144,8 @@ impl Scalar {
                 Scalar::I8 => p.cast::<i8>().read() as f32,
                 Scalar::I16 => p.cast::<i16>().read() as f32,
                 Scalar::I32 => p.cast::<i32>().read() as f32,
+                Scalar::F64 => p.cast::<f64>().read() as f32,
+                Scalar::I64 => p.cast::<i64>().read() as f32,
             }
         }
     }
@@ -160,6 +166,8 @@ impl Scalar {
                 Scalar::I8 => p.cast::<i8>().write(v.round() as i8),
                 Scalar::I16 => p.cast::<i16>().write(v.round() as i16),
                 Scalar::I32 => p.cast::<i32>().write(v.round() as i32),
+                Scalar::F64 => p.cast::<f64>().write(f64::from(v)),
+                Scalar::I64 => p.cast::<i64>().write(v.round() as i64),
             }
         }
     }

@@ -146,6 +146,7 @@ impl CudaBackend {
     /// [`CudaBackend::with_graphs`], repeated runs launch a CUDA graph.
     pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
         graph.check_context(ctx)?;
+        check_types(ctx, graph)?;
         storage.plan.check_graph(graph)?;
         if !std::sync::Arc::ptr_eq(&storage.dev, &self.dev) {
             return Err(Error::Mismatch("storage was allocated by another CudaBackend".into()));
@@ -288,6 +289,27 @@ impl CudaBackend {
         }
         Ok(())
     }
+}
+
+/// Refuses, before anything is uploaded or launched, a graph in which a node
+/// the device computes reads or writes a type the CUDA backend does not handle
+/// ([`kernels::handles`]): an [`Error::Unsupported`] naming the op and the type.
+/// Leaves and metadata ops (views, reshapes, permutes) of such types pass: no
+/// kernel reads them.
+pub(crate) fn check_types(ctx: &Context, graph: &Graph) -> Result<()> {
+    for &id in graph.nodes() {
+        let t = ctx.tensor(id)?;
+        if t.op().is_metadata() || t.op() == Op::Leaf {
+            continue;
+        }
+        for s in std::iter::once(id).chain(t.src().iter().copied()) {
+            let dtype = ctx.layout(s)?.dtype;
+            if !kernels::handles(dtype) {
+                return Err(Error::Unsupported { op: t.op().name(), dtype });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The element size shared by `ts` (all of one plain type), for the exact copies of concat/repeat.

@@ -107,6 +107,15 @@ pub fn unary_code(op: crate::tensor::UnaryOp) -> i32 {
 /// Op code of `rg_unary*` for `scale` (the factor is the `param` argument).
 pub const UNARY_SCALE: i32 = 7;
 
+/// Whether the CUDA backend handles `dtype` at all: false for the types added
+/// after the CUDA kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the i-quants and
+/// the ternary types), which no kernel reads yet. I8 and I16 have no type
+/// code either but are left to each op (a same-type contiguous copy moves
+/// them), as before.
+pub fn handles(dtype: DType) -> bool {
+    type_code("", dtype).is_ok() || matches!(dtype, DType::I8 | DType::I16)
+}
+
 /// The prelude's type code (`RG_F32`…) of a type the kernels read, or an
 /// `Unsupported` error naming `op`.
 pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
@@ -127,7 +136,24 @@ pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
         DType::Q5_K => 13,
         DType::Q6_K => 14,
         DType::Q8_K => 15,
-        DType::I8 | DType::I16 => return Err(Error::Unsupported { op, dtype }),
+        // no CUDA kernels read the types after I16 (yet): graphs using them are
+        // refused up front (`exec::check_types`, see `handles`)
+        DType::I8
+        | DType::I16
+        | DType::I64
+        | DType::F64
+        | DType::IQ4_NL
+        | DType::IQ4_XS
+        | DType::MXFP4
+        | DType::IQ1_S
+        | DType::IQ1_M
+        | DType::IQ2_XXS
+        | DType::IQ2_XS
+        | DType::IQ2_S
+        | DType::IQ3_XXS
+        | DType::IQ3_S
+        | DType::TQ1_0
+        | DType::TQ2_0 => return Err(Error::Unsupported { op, dtype }),
     })
 }
 

@@ -30,6 +30,13 @@
 //! [`Error::Unsupported`]: the CPU uses ggml's search quantizers for those, and
 //! ggml's CUDA backend does not quantize to k-quants either.
 //!
+//! The types added after these kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the
+//! i-quants IQ1_S … IQ3_S, TQ1_0, TQ2_0) have no CUDA kernels yet: a graph in
+//! which any computed node reads or writes one is refused by
+//! [`CudaBackend::alloc`] and [`CudaBackend::compute`] before anything is
+//! uploaded or launched, with [`Error::Unsupported`] naming the op and the type
+//! ([`kernels::handles`]). Such leaves may still be viewed or read back as bytes.
+//!
 //! Kernels are CUDA C compiled with NVRTC for the device's compute capability
 //! at first use; they need no CUDA toolkit headers (a small prelude does the
 //! f16/bf16 conversions). Strided kernels take `ne`/`nb` by value

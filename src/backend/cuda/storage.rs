@@ -99,6 +99,8 @@ impl CudaBackend {
     ) -> Result<CudaStorage> {
         let _stream = self.dev.exclusive()?;
         graph.check_context(ctx)?;
+        // before any weight is uploaded
+        super::exec::check_types(ctx, graph)?;
         plan.check_graph(graph)?;
         let size = plan.buffer_size().max(capacity).max(1);
         let buffer = self.dev.stream.alloc_zeros::<u8>(size).map_err(cuda_err("alloc plan buffer"))?;

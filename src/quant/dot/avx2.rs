@@ -9,7 +9,7 @@ pub(super) fn kernel(w: crate::dtype::DType) -> Option<DotFn> {
         DType::F32 => Some(f32_f32),
         DType::F16 => Some(f16_f16),
         DType::BF16 => Some(bf16_bf16),
-        _ => int_kernel(w),
+        _ => int_kernel(w).or_else(|| iq_kernel(w)),
     }
 }
 
@@ -45,6 +45,7 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 }
 
 int_kernels!("avx2,fma,f16c");
+iq_kernels!("avx2,fma,f16c");
 
 /// A float kernel `$name` over values of `$w` bytes: `$load` widens 8 of them
 /// (from a pointer) to an `__m256`, `$one` one of them to f32.

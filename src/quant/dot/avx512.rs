@@ -11,7 +11,7 @@ pub(super) fn kernel(w: crate::dtype::DType) -> Option<DotFn> {
         DType::F32 => Some(f32_f32),
         DType::F16 => Some(f16_f16),
         DType::BF16 => Some(bf16_bf16),
-        _ => int_kernel(w),
+        _ => int_kernel(w).or_else(|| iq_kernel(w)),
     }
 }
 
@@ -45,6 +45,7 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 }
 
 int_kernels!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
+iq_kernels!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 
 /// A float kernel `$name` over values of `$w` bytes: `$load(mask, p)` widens
 /// the 16 values at `p` picked by `mask` (the others read as 0) to an `__m512`.

@@ -18,6 +18,8 @@ use super::super::{
 use super::{blocks, f16t, DotFn};
 use crate::dtype::DType;
 
+mod iq;
+
 /// The scalar kernel for weights of type `w`, if it has one.
 pub(super) fn kernel(w: DType) -> Option<DotFn> {
     Some(match w {
@@ -34,7 +36,7 @@ pub(super) fn kernel(w: DType) -> Option<DotFn> {
         DType::Q4_K => q4_k_q8_k,
         DType::Q5_K => q5_k_q8_k,
         DType::Q6_K => q6_k_q8_k,
-        _ => return None,
+        _ => return iq::kernel(w),
     })
 }
 

@@ -1,7 +1,8 @@
 //! The dot-product kernels of `rgml::quant::dot`:
 //! - every SIMD level this CPU supports against the scalar kernel, for every
-//!   weight type, at odd sizes, on realistic (quantized), random-byte and
-//!   extreme rows, read from unaligned slices;
+//!   weight type, at odd sizes, on realistic (quantized; random valid blocks
+//!   for the i-quants, which have no quantizer), random-byte and extreme rows,
+//!   read from unaligned slices;
 //! - the scalar kernel against an independent f64 reference (both rows
 //!   dequantized with `quant::dequantize_row`, products summed in f64);
 //! - `quantize_activations` against ggml-cpu's x86 semantics (round half to
@@ -12,255 +13,22 @@
 //! Q4_1/Q5_1 block): every kernel's integer part is exact, so they differ
 //! only by f32 rounding of the per-block scaling and the order of the sums.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod rows;
 
 use common::Rng;
-use half::{bf16, f16};
+use half::f16;
 use rgml::quant::dot::{
     dot_fn, dot_fn_for, dot_fn_scalar, kernel_level, quantize_activations, vec_dot_type, SimdLevel,
 };
-use rgml::quant::{dequantize_row, quantize_row};
+use rgml::quant::{has_quantizer, quantize_row};
 use rgml::{DType, Error};
+use rows::{activation_row, log_uniform, reference, set_f16, weight_row, Kind};
 
 use rgml::quant::dot::WEIGHT_TYPES;
 
 const REL_TOL: f64 = 1e-5;
-
-/// Uniform in `0..n`.
-fn below(rng: &mut Rng, n: u64) -> u64 {
-    rng.next() % n
-}
-
-/// `n` random bytes.
-fn random_bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
-    (0..n).map(|_| rng.next() as u8).collect()
-}
-
-/// A float with a random sign and a magnitude in [2^lo, 2^hi).
-fn log_uniform(rng: &mut Rng, lo: i32, hi: i32) -> f32 {
-    let e = lo + below(rng, (hi - lo) as u64) as i32;
-    let m = 1.0 + (rng.f(1.0) + 1.0) / 2.0;
-    let s = if rng.next() & 1 == 0 { 1.0 } else { -1.0 };
-    s * m * 2f32.powi(e)
-}
-
-/// How a test row is made.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
-    /// Random floats converted with `quantize_row` (weights) or
-    /// `quantize_activations` (activations): what a model sees.
-    Realistic,
-    /// Random bytes with sane scale fields: every quant pattern.
-    RandomBytes,
-    /// Every quant at an extreme, scales large or subnormal.
-    Extreme,
-}
-
-fn set_f16(b: &mut [u8], off: usize, x: f32) {
-    b[off..off + 2].copy_from_slice(&f16::from_f32(x).to_bits().to_le_bytes());
-}
-
-/// Byte offsets of the f16 scale fields in a block of `t`.
-fn scale_fields(t: DType) -> &'static [usize] {
-    match t {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q8_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
-        DType::Q2_K => &[80, 82],
-        DType::Q3_K => &[108],
-        DType::Q6_K => &[208],
-        _ => &[],
-    }
-}
-
-/// Byte range of the i8 quants of a Q8 block (they are kept out of -128, which
-/// no ggml quantizer writes).
-fn q8_quants(t: DType) -> Option<std::ops::Range<usize>> {
-    match t {
-        DType::Q8_0 => Some(2..34),
-        DType::Q8_1 => Some(4..36),
-        DType::Q8_K => Some(4..260),
-        _ => None,
-    }
-}
-
-/// Fixes up a block-quantized row of random bytes: sane scales, no -128 quants,
-/// consistent Q8_1 sums and Q8_K block sums.
-fn fix_blocks(t: DType, row: &mut [u8], rng: &mut Rng, kind: Kind) {
-    for b in row.chunks_exact_mut(t.type_size()) {
-        for &off in scale_fields(t) {
-            let x = match kind {
-                // (Q8_1's s = f16(d·Σq) must stay finite)
-                Kind::Extreme if rng.next() & 1 == 0 => {
-                    if q8_quants(t).is_some() {
-                        15.0
-                    } else {
-                        60000.0
-                    }
-                }
-                Kind::Extreme => 3e-7, // an f16 subnormal
-                _ => log_uniform(rng, -12, 2),
-            };
-            set_f16(b, off, x);
-        }
-        if let Some(r) = q8_quants(t) {
-            for q in &mut b[r.clone()] {
-                if *q == 0x80 {
-                    *q = 0x81;
-                }
-            }
-            let sum: i32 = b[r.clone()].iter().map(|&q| i32::from(q as i8)).sum();
-            match t {
-                DType::Q8_1 => {
-                    let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
-                    set_f16(b, 2, d * sum as f32);
-                }
-                DType::Q8_K => {
-                    let d = if kind == Kind::Extreme { 1e20 } else { log_uniform(rng, -12, 2) };
-                    b[0..4].copy_from_slice(&d.to_le_bytes());
-                    for (g, qs) in b[4..260].to_vec().chunks_exact(16).enumerate() {
-                        let s: i16 = qs.iter().map(|&q| i16::from(q as i8)).sum();
-                        b[260 + 2 * g..262 + 2 * g].copy_from_slice(&s.to_le_bytes());
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// A row of `n` values of float type `t`.
-fn float_row(t: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
-    let edge = [0.0, -0.0, 1.0, -1.0, 65504.0, -65504.0, 6e-8, -1e-7, 1e-30, 0.3];
-    let mut out = Vec::new();
-    for i in 0..n {
-        let x = match kind {
-            Kind::Realistic => rng.f(1.0),
-            Kind::RandomBytes => log_uniform(rng, -40, 20),
-            Kind::Extreme => edge[i % edge.len()],
-        };
-        match t {
-            DType::F32 => out.extend_from_slice(&x.to_le_bytes()),
-            // random f16 bit patterns (finite), incl. subnormals
-            DType::F16 if kind == Kind::RandomBytes => {
-                let bits = loop {
-                    let b = rng.next() as u16;
-                    if b & 0x7c00 != 0x7c00 {
-                        break b;
-                    }
-                };
-                out.extend_from_slice(&bits.to_le_bytes())
-            }
-            DType::F16 => out.extend_from_slice(&f16::from_f32(x).to_bits().to_le_bytes()),
-            DType::BF16 => out.extend_from_slice(&bf16::from_f32(x).to_bits().to_le_bytes()),
-            _ => unreachable!(),
-        }
-    }
-    out
-}
-
-/// A weight row of `n` values of `t`.
-fn weight_row(t: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
-    if t.is_float() {
-        return float_row(t, n, rng, kind);
-    }
-    let bytes = t.row_size(n as i64).unwrap();
-    match kind {
-        Kind::Realistic => {
-            let scale = log_uniform(rng, -6, 4);
-            let x: Vec<f32> = (0..n).map(|_| rng.f(1.0) * scale).collect();
-            let mut row = vec![0u8; bytes];
-            quantize_row(t, &x, &mut row).unwrap();
-            row
-        }
-        Kind::RandomBytes => {
-            let mut row = random_bytes(rng, bytes);
-            fix_blocks(t, &mut row, rng, kind);
-            row
-        }
-        Kind::Extreme => {
-            let fill = if rng.next() & 1 == 0 { 0xff } else { 0x00 };
-            let mut row = vec![fill; bytes];
-            fix_blocks(t, &mut row, rng, kind);
-            row
-        }
-    }
-}
-
-/// An activation row of `n` values of `vec_dot_type(w)`.
-fn activation_row(w: DType, n: usize, rng: &mut Rng, kind: Kind) -> Vec<u8> {
-    let t = vec_dot_type(w);
-    if t.is_float() {
-        return float_row(t, n, rng, kind);
-    }
-    let bytes = t.row_size(n as i64).unwrap();
-    match kind {
-        Kind::Realistic => {
-            let scale = log_uniform(rng, -6, 6);
-            let x: Vec<f32> = (0..n).map(|_| rng.f(1.0) * scale).collect();
-            let mut row = vec![0u8; bytes];
-            quantize_activations(w, &x, &mut row).unwrap();
-            row
-        }
-        Kind::RandomBytes | Kind::Extreme => {
-            let mut row = if kind == Kind::Extreme {
-                // all +127 or all -127
-                let q = if rng.next() & 1 == 0 { 0x7f } else { 0x81 };
-                vec![q; bytes]
-            } else {
-                random_bytes(rng, bytes)
-            };
-            fix_blocks(t, &mut row, rng, kind);
-            row
-        }
-    }
-}
-
-fn dequant(t: DType, row: &[u8], n: usize) -> Vec<f64> {
-    let mut out = vec![0f32; n];
-    dequantize_row(t, row, &mut out).unwrap();
-    out.into_iter().map(f64::from).collect()
-}
-
-/// The f64 reference of `w · a` and the tolerance scale `Σ|terms|`.
-fn reference(wt: DType, w: &[u8], a: &[u8], n: usize) -> (f64, f64) {
-    let at = vec_dot_type(wt);
-    let (wv, av) = (dequant(wt, w, n), dequant(at, a, n));
-    // the affine types' offset part: the row dequantized with its scale `d` zeroed
-    let zero_d = match wt {
-        DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => Some(0),
-        DType::Q2_K => Some(80),
-        _ => None,
-    };
-    let off = match zero_d {
-        Some(o) => {
-            let mut z = w.to_vec();
-            for b in z.chunks_exact_mut(wt.type_size()) {
-                b[o..o + 2].fill(0);
-            }
-            dequant(wt, &z, n)
-        }
-        None => vec![0.0; n],
-    };
-    let (mut dot, mut mag) = (0f64, 0f64);
-    for i in 0..n {
-        let scaled = wv[i] - off[i];
-        mag += (scaled.abs() + off[i].abs()) * av[i].abs();
-        dot += scaled * av[i];
-        if !matches!(wt, DType::Q4_1 | DType::Q5_1) {
-            dot += off[i] * av[i];
-        }
-    }
-    if matches!(wt, DType::Q4_1 | DType::Q5_1) {
-        // ggml uses Q8_1's stored s = f16(d·Σq), not d·Σq: Σ_blocks m·s
-        for (b, blk) in a.chunks_exact(at.type_size()).enumerate() {
-            let s = f64::from(f16::from_le_bytes([blk[2], blk[3]]).to_f32());
-            let m = off[32 * b];
-            dot += m * s;
-            mag += (m * s).abs();
-        }
-    }
-    (dot, mag)
-}
 
 /// `bytes` copied to an odd address.
 fn unaligned(bytes: &[u8]) -> Vec<u8> {
@@ -330,14 +98,19 @@ fn realistic_rows_from_floats_match_the_float_dot() {
     let exact: f64 = x.iter().zip(&y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
     let norm = x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt()
         * y.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt();
-    for wt in WEIGHT_TYPES {
+    for wt in WEIGHT_TYPES.into_iter().filter(|&t| has_quantizer(t)) {
         let mut w = vec![0u8; wt.row_size(n as i64).unwrap()];
         quantize_row(wt, &x, &mut w).unwrap();
         let mut a = vec![0u8; vec_dot_type(wt).row_size(n as i64).unwrap()];
         quantize_activations(wt, &y, &mut a).unwrap();
         let got = dot_fn(wt).unwrap().dot(n, &w, &a).unwrap();
         // 2-bit weights are coarse; the bound is loose but catches layout mix-ups
-        let bound = if wt == DType::Q2_K { 0.1 } else { 0.05 } * norm;
+        let bound = match wt {
+            DType::Q2_K => 0.1,
+            // ternary weights: x is not ternary, its rounding to {-1, 0, 1}·amax is coarse
+            DType::TQ1_0 | DType::TQ2_0 => 0.5,
+            _ => 0.05,
+        } * norm;
         assert!((f64::from(got) - exact).abs() < bound, "{wt}: {got} vs {exact} (‖x‖‖y‖ = {norm})");
     }
 }
@@ -443,13 +216,26 @@ fn vec_dot_types_follow_ggml_cpu() {
         (Q4_K, Q8_K),
         (Q5_K, Q8_K),
         (Q6_K, Q8_K),
+        (IQ4_NL, Q8_0),
+        (MXFP4, Q8_0),
+        (IQ4_XS, Q8_K),
+        (IQ1_S, Q8_K),
+        (IQ1_M, Q8_K),
+        (IQ2_XXS, Q8_K),
+        (IQ2_XS, Q8_K),
+        (IQ2_S, Q8_K),
+        (IQ3_XXS, Q8_K),
+        (IQ3_S, Q8_K),
+        (TQ1_0, Q8_K),
+        (TQ2_0, Q8_K),
     ];
+    assert_eq!(table.len(), WEIGHT_TYPES.len());
     for (w, a) in table {
         assert_eq!(vec_dot_type(w), a, "{w}");
         assert!(dot_fn(w).is_ok() && dot_fn_scalar(w).is_ok(), "{w}");
         assert_eq!(w.block_size(), a.block_size());
     }
-    for w in [Q8_1, Q8_K, I8, I16, I32] {
+    for w in [Q8_1, Q8_K, I8, I16, I32, I64, F64] {
         assert!(matches!(dot_fn(w), Err(Error::Unsupported { .. })), "{w}");
         assert!(matches!(dot_fn_scalar(w), Err(Error::Unsupported { .. })), "{w}");
         assert!(dot_fn_for(w, SimdLevel::Scalar).is_none());
@@ -472,8 +258,23 @@ fn levels_and_dispatch() {
             assert_eq!(dot_fn_for(w, level).is_some(), level.is_supported(), "{w} {level:?}");
             let k = kernel_level(w, level).unwrap();
             assert!(k <= level);
-            if cfg!(target_arch = "x86_64") {
-                assert_eq!(k, level, "{w}: every pair has a kernel at every x86 level");
+            // the i-quants and ternary types have scalar kernels only
+            let simd = !matches!(
+                w,
+                DType::IQ1_S
+                    | DType::IQ1_M
+                    | DType::IQ2_XXS
+                    | DType::IQ2_XS
+                    | DType::IQ2_S
+                    | DType::IQ3_XXS
+                    | DType::IQ3_S
+                    | DType::TQ1_0
+                    | DType::TQ2_0
+            );
+            if cfg!(target_arch = "x86_64") && simd {
+                assert_eq!(k, level, "{w}: a kernel at every x86 level");
+            } else {
+                assert_eq!(k, SimdLevel::Scalar, "{w}");
             }
         }
     }
