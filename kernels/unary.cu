@@ -1,4 +1,4 @@
-// Elementwise unary ops and scale. op: 0 relu, 1 gelu (tanh approximation),
+// Elementwise unary ops and scale. op: 0 relu, 1 gelu (tanh approximation, f16-rounded),
 // 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 7 scale by `param` (UNARY_* in
 // src/backend/cuda/kernels.rs). Same formulas as src/backend/cpu/elementwise.rs.
 // Compiled with prelude.cuh prepended.
@@ -7,9 +7,13 @@ __device__ __forceinline__ float rg_unop(int op, float param, float x) {
     switch (op) {
     case 0: return x > 0.0f ? x : 0.0f;
     case 1: {
+        // ggml's CPU GELU: the input and the result rounded to f16 (its lookup table)
+        if (x <= -10.0f) return 0.0f;
+        if (x >= 10.0f) return x;
         const float SQRT_2_OVER_PI = 0.7978846f;
         const float COEF_A = 0.044715f;
-        return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + COEF_A * x * x)));
+        const float h = rg_h2f(rg_f2h(x));
+        return rg_h2f(rg_f2h(0.5f * h * (1.0f + tanhf(SQRT_2_OVER_PI * h * (1.0f + COEF_A * h * h)))));
     }
     case 2: return x / (1.0f + expf(-x));
     case 3: return -x;

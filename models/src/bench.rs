@@ -7,6 +7,8 @@
 
 use std::time::Instant;
 
+use crate::model::kv::KvType;
+use crate::model::{argmax, LoadOptions, Model};
 use rgml::workloads::{self, Workload};
 use rgml::CpuBackend;
 
@@ -334,15 +336,16 @@ pub fn llama_speed(
     prompt: usize,
     gen: usize,
     repack: bool,
+    kv: KvType,
 ) -> Result<LlamaSpeed, String> {
     let cpu = CpuBackend::new(threads).map_err(|e| e.to_string())?.with_repacked_weights(repack);
     let how = format!("{}{} threads", if repack { "repacked, " } else { "" }, m_threads(threads));
-    llama_speed_on(cpu, &how, dtype, LlamaDims::BENCH, prompt, gen)
+    llama_speed_on(cpu, &how, dtype, LlamaDims::BENCH, (prompt, gen), kv)
 }
 
 /// Builds a synthetic llama of shape `dims` and `dtype` weights in a
-/// temporary file, loads it on `backend` (`how` says how, for the row's
-/// text), then times a `prompt`-token prompt (one batch) and `gen` generated
+/// temporary file, loads it on `backend` with a `kv` cache (`how` says how, for the
+/// row's text), then times a `prompt`-token prompt (one batch) and `gen` generated
 /// tokens (one per step, through the KV cache; each step computes only the
 /// last position's logits, as llama.cpp does). A one-token run first (then
 /// the cache is reset) leaves the load-time work (the mapping's first touch,
@@ -352,29 +355,31 @@ pub fn llama_speed_on<B: rgml::Backend>(
     how: &str,
     dtype: rgml::DType,
     dims: LlamaDims,
-    prompt: usize,
-    gen: usize,
+    (prompt, gen): (usize, usize),
+    kv: KvType,
 ) -> Result<LlamaSpeed, String> {
     let e = |e: rgml::Error| e.to_string();
     let path = std::env::temp_dir().join(format!("rgml-synthetic-llama-{}-{dtype}.gguf", std::process::id()));
     let LlamaDims { n_embd, n_layer, n_ff, n_vocab } = dims;
     synthetic_llama(&path, dtype, n_embd, n_layer, n_ff, n_vocab).map_err(e)?;
     let result = (|| {
-        let mut m = crate::llama::Llama::load_on(&path, Some(prompt + gen + 1), backend).map_err(e)?;
+        let opts = LoadOptions { n_ctx: Some(prompt + gen + 1), kv_type: kv };
+        let mut m = Model::load_with(&path, opts, backend).map_err(e)?;
         m.eval_last(&[1]).map_err(e)?;
         m.reset().map_err(e)?;
         let tokens: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % n_vocab as u32).collect();
         let t = Instant::now();
-        let mut next = crate::llama::argmax(&m.eval_last(&tokens).map_err(e)?);
+        let mut next = argmax(&m.eval_last(&tokens).map_err(e)?);
         let prompt_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         for _ in 0..gen {
-            next = crate::llama::argmax(&m.eval_last(&[next]).map_err(e)?);
+            next = argmax(&m.eval_last(&[next]).map_err(e)?);
         }
         let gen_s = t.elapsed().as_secs_f64();
         Ok(LlamaSpeed {
             what: format!(
-                "synthetic llama {dtype}: n_embd {n_embd}, {n_layer} layers, n_ff {n_ff}, vocab {n_vocab}, {how}"
+                "synthetic llama {dtype}: n_embd {n_embd}, {n_layer} layers, n_ff {n_ff}, vocab {n_vocab}, {} KV cache, {how}",
+                kv.dtype()
             ),
             prompt_tps: prompt as f64 / prompt_s,
             gen_tps: gen as f64 / gen_s,

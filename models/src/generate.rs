@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rgml::Backend;
 
-use crate::llama::Llama;
+use crate::model::Model;
 use crate::sampler::{Sampler, SamplerError};
 
 /// Why generation stopped.
@@ -33,7 +33,7 @@ pub struct GenerateOptions {
     pub all_logits: bool,
 }
 
-/// What [`Llama::generate`] produced.
+/// What [`Model::generate`] produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
     /// The sampled tokens, an end-of-generation token included. The KV cache holds the
@@ -74,7 +74,7 @@ pub enum GenerateError {
     Sampler(#[from] SamplerError),
 }
 
-impl<B: Backend> Llama<B> {
+impl<B: Backend> Model<B> {
     /// Evaluates `prompt` after the cached positions, then samples up to
     /// `opts.max_tokens` tokens with `sampler` (which sees the prompt too, for its penalties). Stops after a
     /// token for which `is_end` is true, when the cache is full, or when `on_token` — called

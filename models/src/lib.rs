@@ -9,7 +9,7 @@
 //! use rgml_models::chat::Message;
 //! use rgml_models::conversation::{prompt_text, template_for};
 //! use rgml_models::generate::GenerateOptions;
-//! use rgml_models::llama::Llama;
+//! use rgml_models::model::Model;
 //! use rgml_models::sampler::{Sampler, SamplerParams};
 //! use rgml_models::tokenizer::Tokenizer;
 //!
@@ -19,7 +19,7 @@
 //! let (template, _) = template_for(&file, &tok)?;             // tokenizer.chat_template (minijinja)
 //! let text = template.apply(&[Message::new("user", "What is 2+2?")], true)?;
 //! let prompt = tok.tokenize(prompt_text(&text, &tok), true, true)?;  // add_special, parse_special
-//! let mut model = Llama::load(path, Some(512), 0)?;
+//! let mut model = Model::load(path, Some(512), 0)?;
 //! let mut sampler = Sampler::new(SamplerParams { temperature: 0.0, ..Default::default() }, tok.n_vocab())?;
 //! let mut decoder = tok.decoder(false);                       // holds back split UTF-8 characters
 //! let opts = GenerateOptions { max_tokens: 64, all_logits: false };
@@ -31,6 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod arch;
 pub mod backend_arg;
 pub mod bench;
 pub mod bench_cuda;
@@ -42,6 +43,7 @@ pub mod gguf_cli;
 pub mod graph_cases;
 pub mod llama;
 pub mod mlp;
+pub mod model;
 pub mod out;
 pub mod plan_report;
 pub mod run;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
+use rgml_models::model::kv::KvType;
 use rgml_models::run::{Prompt, RunOptions};
 use rgml_models::text_cli::{self, SamplingArgs};
 use rgml_models::{graph_cases, out, outln};
@@ -58,7 +59,7 @@ enum Cmd {
         input: std::path::PathBuf,
         /// Output GGUF file.
         output: std::path::PathBuf,
-        /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, f16, bf16, f32.
+        /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0, f16, bf16, f32 (the other i-quants need an importance matrix).
         dtype: String,
     },
     /// Run a llama-architecture GGUF model on a text prompt (the generated text streams to
@@ -184,9 +185,12 @@ impl DeviceArgs {
 /// Where and how a model runs (`rgml run`, `rgml chat`).
 #[derive(Args)]
 struct ExecArgs {
-    /// KV cache positions (default: the model's context length).
+    /// KV cache positions (default: the model's context length, at most 4096).
     #[arg(long)]
     n_ctx: Option<usize>,
+    /// The KV cache's element type: f16 (as llama.cpp), f32 or q8_0.
+    #[arg(long, default_value = "f16", value_parser = parse_kv)]
+    kv_type: KvType,
     #[command(flatten)]
     on: DeviceArgs,
     /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
@@ -196,7 +200,15 @@ struct ExecArgs {
     repack: bool,
 }
 
+fn parse_kv(s: &str) -> Result<KvType, String> {
+    KvType::from_name(s).ok_or_else(|| format!("unknown KV cache type {s:?} (f16, f32 or q8_0)"))
+}
+
 impl ExecArgs {
+    fn load(&self) -> rgml_models::model::LoadOptions {
+        rgml_models::model::LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type }
+    }
+
     fn backend(&self) -> Result<rgml::AnyBackend, String> {
         self.on.open().and_then(|b| b.with_repacked_weights(self.repack)).map_err(|e| e.to_string())
     }
@@ -233,6 +245,9 @@ struct BenchArgs {
     /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
+    /// The synthetic llama's KV cache type (with --llama): f16, f32 or q8_0.
+    #[arg(long, default_value = "f16", value_parser = parse_kv)]
+    kv_type: KvType,
 }
 
 fn main() -> ExitCode {
@@ -247,6 +262,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench(a),
         Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             out!("{s}");
+            outln!("\nmodel:\n  {}", rgml_models::model::describe_file(&file).replace('\n', "\n  "));
             ExitCode::SUCCESS
         }),
         Cmd::Dump { file, tensor, out } => {
@@ -275,7 +291,7 @@ fn main() -> ExitCode {
                 sampling: sampling.params(if ids { 0.0 } else { 0.8 }),
                 ignore_eos,
                 logits_out: logits,
-                n_ctx: exec.n_ctx,
+                load: exec.load(),
             };
             exec.backend().and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
@@ -285,7 +301,7 @@ fn main() -> ExitCode {
                 ignore_eos,
                 n_predict: text_cli::n_predict(n_predict, None),
                 sampling: sampling.params(0.8),
-                n_ctx: exec.n_ctx,
+                load: exec.load(),
             };
             exec.backend()
                 .and_then(|b| text_cli::chat(&model, &opts, b, std::io::stdin().lock()))
@@ -298,7 +314,7 @@ fn main() -> ExitCode {
         Cmd::Detokenize { model, ids, jsonl, special } => {
             text_cli::detokenize(&model, ids.as_deref(), jsonl.as_deref(), special).map(|()| ExitCode::SUCCESS)
         }
-        Cmd::Dot { model, out, n_tokens } => rgml_models::llama::Llama::load(&model, None, 1)
+        Cmd::Dot { model, out, n_tokens } => rgml_models::model::Model::load(&model, None, 1)
             .and_then(|mut m| m.dot(n_tokens))
             .map_err(|e| e.to_string())
             .and_then(|d| std::fs::write(&out, d).map_err(|e| e.to_string()))
@@ -368,7 +384,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
         BackendArg::Cpu if a.device.is_some() || a.mm.is_some() || a.matvec.is_some() => {
             Err("--device, --mm and --matvec need --backend cuda".into())
         }
-        BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps, a.llama),
+        BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps, a.llama, a.kv_type),
     }
 }
 
@@ -410,7 +426,7 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
         for graphs in [false, true] {
             let how = format!("{be:?}, CUDA graphs {}", if graphs { "on" } else { "off" });
             let b = be.clone().with_graphs(graphs);
-            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, bench::LlamaDims::BENCH, 64, 32)?;
+            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, bench::LlamaDims::BENCH, (64, 32), a.kv_type)?;
             print_llama(json, &format!("llama-q4_0-cuda{}", if graphs { "-graphs" } else { "" }), &s);
         }
     }
@@ -429,7 +445,7 @@ fn print_llama(json: bool, name: &str, s: &rgml_models::bench::LlamaSpeed) {
     }
 }
 
-fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Result<ExitCode, String> {
+fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool, kv: KvType) -> Result<ExitCode, String> {
     use rgml_models::bench;
     if !json {
         outln!("{}", bench::table_header());
@@ -439,7 +455,7 @@ fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool) -> Re
     })?;
     if llama {
         for (dt, repack) in [(rgml::DType::Q4_0, false), (rgml::DType::Q4_0, true), (rgml::DType::Q8_0, false)] {
-            let s = bench::llama_speed(dt, threads, 64, 16, repack)?;
+            let s = bench::llama_speed(dt, threads, 64, 16, repack, kv)?;
             print_llama(json, &format!("llama-{dt}{}", if repack { "-rp" } else { "" }), &s);
         }
     }

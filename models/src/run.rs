@@ -11,7 +11,7 @@ use rgml::Backend;
 use crate::chat::Message;
 use crate::conversation::{prompt_text, template_for};
 use crate::generate::{GenerateOptions, Generated, Stop};
-use crate::llama::Llama;
+use crate::model::{LoadOptions, Model};
 use crate::outln;
 use crate::sampler::{Sampler, SamplerParams};
 use crate::tokenizer::{Tokenizer, TokenizerError};
@@ -43,8 +43,8 @@ pub struct RunOptions {
     pub ignore_eos: bool,
     /// Write every evaluated position's logits here (with `--tokens`).
     pub logits_out: Option<PathBuf>,
-    /// KV cache positions (default: the training context).
-    pub n_ctx: Option<usize>,
+    /// The KV cache's size and type.
+    pub load: LoadOptions,
 }
 
 /// The tokenizer of `file`, or an error that says to give ids instead.
@@ -101,18 +101,20 @@ pub fn run<B: Backend>(model: &Path, opts: &RunOptions, backend: B) -> Result<()
             (text_prompt(opts, &tok, &file)?, Some(tok), true)
         }
     };
-    let mut m = Llama::load_on(model, opts.n_ctx, backend).map_err(|e| e.to_string())?;
+    let mut m = Model::load_with(model, opts.load, backend).map_err(|e| e.to_string())?;
     eprintln!(
-        "loaded {} in {:.1} ms on {}: {} layers, n_embd {}, {} heads ({} kv), vocab {}, KV cache {} positions",
+        "loaded {} in {:.1} ms on {}: {} {} layers, n_embd {}, {} heads ({} kv), vocab {}, KV cache {} positions {}",
         model.display(),
         t.elapsed().as_secs_f64() * 1e3,
         m.backend().describe(),
+        m.hp.arch.name(),
         m.hp.n_layer,
         m.hp.n_embd,
         m.hp.n_head,
         m.hp.n_head_kv,
         m.hp.n_vocab,
-        m.n_ctx()
+        m.n_ctx(),
+        m.kv_type().dtype()
     );
     let mut sampler = Sampler::new(opts.sampling, m.hp.n_vocab).map_err(|e| e.to_string())?;
     let eog = |t: u32| !opts.ignore_eos && tok.as_ref().is_some_and(|k| k.is_eog(t));

@@ -9,7 +9,7 @@ use rgml::Backend;
 
 use crate::conversation::{template_for, Conversation, TemplateOrigin};
 use crate::generate::{GenerateOptions, Stop};
-use crate::llama::Llama;
+use crate::model::{LoadOptions, Model};
 use crate::run::require_tokenizer;
 use crate::sampler::{Sampler, SamplerParams};
 use crate::tokenizer::Tokenizer;
@@ -88,8 +88,8 @@ pub struct ChatOptions {
     pub sampling: SamplerParams,
     /// Do not stop replies at end-of-generation tokens.
     pub ignore_eos: bool,
-    /// KV cache positions (default: the training context).
-    pub n_ctx: Option<usize>,
+    /// The KV cache's size and type.
+    pub load: LoadOptions,
 }
 
 /// `rgml chat`: user turns from `input` line by line (empty lines skipped), each reply
@@ -106,7 +106,7 @@ pub fn chat<B: Backend>(model: &Path, opts: &ChatOptions, backend: B, input: imp
         }
         TemplateOrigin::ChatMl => eprintln!("the file has no chat template: using ChatML, as llama.cpp does"),
     }
-    let mut m = Llama::load_on(model, opts.n_ctx, backend).map_err(|e| e.to_string())?;
+    let mut m = Model::load_with(model, opts.load, backend).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(opts.sampling, m.hp.n_vocab).map_err(|e| e.to_string())?;
     eprintln!("seed: {}", opts.sampling.seed);
     let mut conv = Conversation::new(&tok, template, opts.system.as_deref());

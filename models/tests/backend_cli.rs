@@ -90,6 +90,8 @@ fn run_llama_on_each_backend() {
             backend,
             "--threads",
             "2",
+            "--kv-type",
+            "f32",
             "--logits",
             logits.to_str().unwrap(),
         ]);

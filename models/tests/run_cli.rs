@@ -70,7 +70,7 @@ fn run_prints_the_same_ids_with_and_without_logits() {
     let run = |extra: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_rgml"))
             .args(["run", fixture("tiny_llama_f32.gguf").to_str().unwrap(), "--tokens", &list])
-            .args(["--n-predict", &N_PREDICT.to_string(), "--threads", "2"])
+            .args(["--n-predict", &N_PREDICT.to_string(), "--threads", "2", "--kv-type", "f32"])
             .args(extra)
             .output()
             .unwrap();

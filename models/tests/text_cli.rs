@@ -8,7 +8,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use rgml::gguf::{GgufFile, GgufWriter};
 use serde_json::Value;
 
 fn rgml(args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -134,7 +133,7 @@ fn bad_input_is_an_error_that_says_what() {
     assert!(err.contains("49152") && err.contains("outside the vocabulary"), "{err}");
     // text into a model without tokenizer metadata: say so, suggest --tokens
     let bare = tmp("bare.gguf");
-    let mut w = GgufWriter::new();
+    let mut w = rgml::gguf::GgufWriter::new();
     w.set("general.architecture", "llama").unwrap();
     w.write(&bare).unwrap();
     let err = fails(&rgml(&["run", bare.to_str().unwrap(), "--prompt", "hello"], None));
@@ -174,22 +173,10 @@ fn bad_input_is_an_error_that_says_what() {
     }
 }
 
-/// A copy of the GGUF at `src` (tensors too) with `keys` set to string values.
+/// A copy of the GGUF at `src` with `keys` set to string values.
 fn with_keys(src: &str, name: &str, keys: &[(&str, &str)]) -> PathBuf {
-    let f = GgufFile::open(src).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in f.metadata() {
-        w.set(k.clone(), v.clone()).unwrap();
-    }
-    for (k, v) in keys {
-        w.set(*k, *v).unwrap();
-    }
-    for t in f.tensors() {
-        w.add_tensor(&t.name, t.dtype, &t.ne[..t.n_dims as usize], f.tensor_bytes(t)).unwrap();
-    }
-    let path = tmp(name);
-    w.write(&path).unwrap();
-    path
+    let keys: Vec<(&str, rgml::gguf::Value)> = keys.iter().map(|(k, v)| (*k, rgml::gguf::Value::from(*v))).collect();
+    common::gguf_with(Path::new(src), name, &keys, &[])
 }
 
 #[test]

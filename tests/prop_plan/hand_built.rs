@@ -78,7 +78,8 @@ fn inplace_reuse_happens_along_a_chain() {
                     let dot: f32 = (0..4).map(|k| wv[m * 4 + k] * xv[n * 4 + k]).sum();
                     let v = dot + bv[m];
                     let gelu = 0.5 * v * (1.0 + (0.797_884_6 * (v + 0.044_715 * v * v * v)).tanh());
-                    assert!((out[n * 3 + m] - gelu).abs() < 1e-3, "{} vs {gelu}", out[n * 3 + m]);
+                    // ggml's GELU is rounded to f16 (2^-11 relative) from an f16 input
+                    assert!((out[n * 3 + m] - gelu).abs() < 1e-3 * gelu.abs().max(1.0), "{} vs {gelu}", out[n * 3 + m]);
                 }
             }
         } else {

@@ -51,3 +51,31 @@ pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
 }
+
+/// A copy of the GGUF file `src` in the temporary folder (named after `name`) with
+/// `keys` set and, where `tensors` names one, that tensor's bytes, type and shape
+/// replaced; the caller removes it.
+pub fn gguf_with(
+    src: &std::path::Path,
+    name: &str,
+    keys: &[(&str, rgml::gguf::Value)],
+    tensors: &[(&str, rgml::DType, Vec<i64>, Vec<u8>)],
+) -> PathBuf {
+    let f = rgml::gguf::GgufFile::open(src).unwrap();
+    let mut w = rgml::gguf::GgufWriter::new();
+    for (k, v) in f.metadata() {
+        w.set(k.clone(), v.clone()).unwrap();
+    }
+    for (k, v) in keys {
+        w.set(*k, v.clone()).unwrap();
+    }
+    for t in f.tensors() {
+        match tensors.iter().find(|r| r.0 == t.name) {
+            Some((n, dt, ne, bytes)) => w.add_tensor(*n, *dt, ne, &bytes[..]).unwrap(),
+            None => w.add_tensor(&t.name, t.dtype, &t.ne[..t.n_dims as usize], f.tensor_bytes(t)).unwrap(),
+        };
+    }
+    let path = std::env::temp_dir().join(format!("rgml-test-{}-{name}.gguf", std::process::id()));
+    w.write(&path).unwrap();
+    path
+}

@@ -41,11 +41,21 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: Strided, a: Strided) -> Result<
     }
 }
 
-/// GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+/// GELU, tanh approximation, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, as ggml's CPU
+/// backend computes it: from the input rounded to f16, the result rounded to f16 (its
+/// lookup table of every f16), 0 from -10 down and `x` from 10 up. Models tested
+/// against llama.cpp (Gemma's GeGLU) depend on the rounding.
 pub(crate) fn gelu(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const COEF_A: f32 = 0.044715;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
+    if x <= -10.0 {
+        return 0.0;
+    }
+    if x >= 10.0 {
+        return x;
+    }
+    let h = half::f16::from_f32(x).to_f32();
+    half::f16::from_f32(0.5 * h * (1.0 + (SQRT_2_OVER_PI * h * (1.0 + COEF_A * h * h)).tanh())).to_f32()
 }
 
 fn all_f32(ts: &[&Strided]) -> bool {

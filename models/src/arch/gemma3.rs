@@ -1,0 +1,65 @@
+//! Gemma 3: embeddings scaled by √n_embd, Q/K head norms, norms after attention and
+//! after the GeGLU feed-forward, and local layers attending through a sliding window
+//! with their own rope base.
+
+use rgml::{Result, TensorId};
+
+use crate::model::blocks::{Act, Block};
+use crate::model::hparams::{meta, Hparams, Keys, SlidingWindow};
+use crate::model::weights::{Layer, Needs};
+
+pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: true, fused_gate_up: false };
+
+/// Gemma 3's layers repeat five local (windowed) layers and one global one.
+const SWA_PERIOD: usize = 6;
+
+/// The window (`attention.sliding_window`; absent or 0: none), which layers use it
+/// (`attention.sliding_window_pattern`: an array of flags or a period, default 6),
+/// their rope base (`rope.freq_base_swa`, default 10000), the attention scale
+/// (1/√head_dim; 1/√(n_embd/n_head) for the 27B model, which llama.cpp knows by its 62
+/// layers) and the embedding scale.
+pub(super) fn read_hparams(k: &Keys, hp: &mut Hparams) -> Result<()> {
+    if let Some(window) = k.opt_count("attention.sliding_window", 0, usize::MAX)?.filter(|&w| w > 0) {
+        let layers = match k.get("attention.sliding_window_pattern") {
+            Some(rgml::gguf::Value::Array(a)) => {
+                let flags = a.as_bool().ok_or_else(|| {
+                    meta(&k.key("attention.sliding_window_pattern"), "expected an array of bool or a period")
+                })?;
+                (0..hp.n_layer).map(|il| flags.get(il).copied().unwrap_or(false)).collect()
+            }
+            _ => {
+                let period = k.opt_count("attention.sliding_window_pattern", 0, usize::MAX)?.unwrap_or(SWA_PERIOD);
+                (0..hp.n_layer).map(|il| period == 0 || il % period < period - 1).collect()
+            }
+        };
+        let freq_base = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
+        hp.swa = Some(SlidingWindow { window, layers, freq_base, freq_scale: 1.0 });
+    }
+    if k.opt_f32("final_logit_softcapping")?.is_some_and(|c| c != 0.0) {
+        return Err(meta(&k.key("final_logit_softcapping"), "logit soft-capping is not supported"));
+    }
+    let per_head = if hp.n_layer == 62 { (hp.n_embd / hp.n_head) as f32 } else { hp.head_dim as f32 };
+    hp.kq_scale = 1.0 / per_head.sqrt();
+    hp.embd_scale = Some((hp.n_embd as f32).sqrt());
+    Ok(())
+}
+
+/// `s = x + norm(attn(norm(x)))`, then `s + norm(ffn(norm(s)))`.
+pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
+    let h = b.norm(x, l.attn_norm)?;
+    let (q, k, v) = b.qkv(l, h)?;
+    let q = b.norm_opt(q, l.q_norm)?;
+    let q = b.rope(l, q)?;
+    let k = b.norm_opt(k, l.k_norm)?;
+    let k = b.rope(l, k)?;
+    let q = b.c.scale(q, b.hp.kq_scale)?;
+    let a = b.attention(l, q, k, v, 1.0)?;
+    let (a, x) = b.last_rows(l, a, x)?;
+    let a = b.attn_out(l, a)?;
+    let a = b.norm_opt(a, l.attn_post_norm)?;
+    let s = b.c.add(a, x)?;
+    let h = b.norm(s, l.ffn_norm)?;
+    let f = b.ffn(l, h, Act::Gelu)?;
+    let f = b.norm_opt(f, l.ffn_post_norm)?;
+    b.c.add(f, s)
+}

@@ -1,0 +1,27 @@
+//! Llama (1 to 3, and the models on its graph): pre-norm attention with rotary
+//! embedding (llama-3's frequency factors where the file has them) and a SwiGLU
+//! feed-forward; optional projection biases. Qwen 2 and 3 run this block too.
+
+use rgml::{Result, TensorId};
+
+use crate::model::blocks::{Act, Block};
+use crate::model::weights::{Layer, Needs};
+
+pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: false };
+
+/// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the query and key heads normed first
+/// where the layer has head norms (Qwen 3).
+pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
+    let h = b.norm(x, l.attn_norm)?;
+    let (q, k, v) = b.qkv(l, h)?;
+    let q = b.norm_opt(q, l.q_norm)?;
+    let k = b.norm_opt(k, l.k_norm)?;
+    let (q, k) = (b.rope(l, q)?, b.rope(l, k)?);
+    let a = b.attention(l, q, k, v, b.hp.kq_scale)?;
+    let (a, x) = b.last_rows(l, a, x)?;
+    let a = b.attn_out(l, a)?;
+    let x = b.c.add(a, x)?;
+    let h = b.norm(x, l.ffn_norm)?;
+    let f = b.ffn(l, h, Act::Silu)?;
+    b.c.add(f, x)
+}

@@ -1,0 +1,32 @@
+//! Phi-3: fused QKV and gate-up projections, NEOX rotary embedding (with the long or
+//! short frequency factors of the 128k models), queries scaled before attention.
+
+use rgml::{Result, TensorId};
+
+use crate::model::blocks::{Act, Block};
+use crate::model::hparams::{Hparams, Keys};
+use crate::model::weights::{Layer, Needs};
+
+pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: true };
+
+/// llama.cpp turns Phi-3's sliding window off (its conversions mark it wrongly); so does rgml.
+pub(super) fn read_hparams(_k: &Keys, hp: &mut Hparams) -> Result<()> {
+    hp.swa = None;
+    Ok(())
+}
+
+/// `x + attn(norm(x))` (queries scaled by 1/√head_dim first), then `+ ffn(norm(·))`
+/// with SwiGLU over the halves of the fused up projection.
+pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
+    let h = b.norm(x, l.attn_norm)?;
+    let (q, k, v) = b.qkv(l, h)?;
+    let (q, k) = (b.rope(l, q)?, b.rope(l, k)?);
+    let q = b.c.scale(q, b.hp.kq_scale)?;
+    let a = b.attention(l, q, k, v, 1.0)?;
+    let (a, x) = b.last_rows(l, a, x)?;
+    let a = b.attn_out(l, a)?;
+    let x = b.c.add(a, x)?;
+    let h = b.norm(x, l.ffn_norm)?;
+    let f = b.ffn(l, h, Act::Silu)?;
+    b.c.add(x, f)
+}

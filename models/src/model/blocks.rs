@@ -1,0 +1,179 @@
+//! The pieces every architecture's block is made of: norms, projections, rotary
+//! embedding, attention through the KV cache, and the feed-forward variants. Each is
+//! one or a few ggml ops, as llama.cpp's `llm_graph_context` builds them.
+
+use rgml::{Context, DType, Result, TensorId};
+
+use super::hparams::Hparams;
+use super::weights::{Ffn, Layer, Qkv};
+
+/// The feed-forward activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// SiLU (SwiGLU).
+    Silu,
+    /// GELU, tanh approximation (GeGLU).
+    Gelu,
+}
+
+/// Builds one graph's blocks: the context, the hyperparameters and the graph's inputs.
+pub(crate) struct Block<'a> {
+    pub c: &'a mut Context,
+    pub hp: &'a Hparams,
+    /// Positions of the batch's tokens (I32, `[n_tokens]`).
+    pub pos: TensorId,
+    /// Causal mask over the attended cache positions (`[n_kv, n_tokens]`).
+    pub mask: TensorId,
+    /// The same limited to the sliding window, for windowed layers.
+    pub mask_swa: Option<TensorId>,
+    pub n_tokens: i64,
+    /// Cache positions attended.
+    pub n_kv: i64,
+    /// After the last layer's attention only the last position is computed.
+    pub last_only: bool,
+}
+
+impl Block<'_> {
+    /// RMS norm of `x`'s rows, times the weight `w`.
+    pub fn norm(&mut self, x: TensorId, w: TensorId) -> Result<TensorId> {
+        let h = self.c.rms_norm(x, self.hp.rms_eps)?;
+        self.c.mul(h, w)
+    }
+
+    /// `w·x`, plus the bias `b`.
+    pub fn linear(&mut self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
+        let y = self.c.mul_mat(w, x)?;
+        match b {
+            Some(b) => self.c.add(y, b),
+            None => Ok(y),
+        }
+    }
+
+    /// The queries `[head_dim, n_head, n]`, keys `[head_dim, n_head_kv, n]` and values
+    /// `[head_dim_v·n_head_kv, n]` of the normed input `h`.
+    pub fn qkv(&mut self, l: &Layer, h: TensorId) -> Result<(TensorId, TensorId, TensorId)> {
+        let hp = self.hp;
+        let (hd, nt) = (hp.head_dim as i64, self.n_tokens);
+        let (nq, nk, nv) = (hp.n_embd_q(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
+        match l.qkv {
+            Qkv::Split { q, k, v, bq, bk, bv } => {
+                let q = self.linear(q, h, bq)?;
+                let k = self.linear(k, h, bk)?;
+                let v = self.linear(v, h, bv)?;
+                let q = self.c.reshape(q, &[hd, hp.n_head as i64, nt])?;
+                let k = self.c.reshape(k, &[hd, hp.n_head_kv as i64, nt])?;
+                Ok((q, k, v))
+            }
+            Qkv::Fused { w, b } => {
+                let qkv = self.linear(w, h, b)?;
+                let row = self.c.layout(qkv)?.nb[1];
+                let q = self.c.view_3d(qkv, [hd, hp.n_head as i64, nt], hd as usize * 4, row, 0)?;
+                let k = self.c.view_3d(qkv, [hd, hp.n_head_kv as i64, nt], hd as usize * 4, row, nq * 4)?;
+                let v = self.c.view_2d(qkv, nv as i64, nt, row, (nq + nk) * 4)?;
+                let v = self.c.cont(v)?;
+                Ok((q, k, v))
+            }
+        }
+    }
+
+    /// [`Block::norm`] where the layer has the weight, else `t` unchanged.
+    pub fn norm_opt(&mut self, t: TensorId, w: Option<TensorId>) -> Result<TensorId> {
+        match w {
+            Some(w) => self.norm(t, w),
+            None => Ok(t),
+        }
+    }
+
+    /// Rotary embedding of `t` (`[head_dim, heads, n]`) with layer `l`'s settings.
+    pub fn rope(&mut self, l: &Layer, t: TensorId) -> Result<TensorId> {
+        self.c.rope_with(t, self.pos, l.rope_factors, self.hp.rope_params(l.index))
+    }
+
+    /// Attention of the rotated queries `q` over the cache after writing the rotated
+    /// keys `k` and the values `v` at the batch's positions; returns
+    /// `[head_dim_v·n_head, n]`, before the output projection.
+    pub fn attention(&mut self, l: &Layer, q: TensorId, k: TensorId, v: TensorId, kq_scale: f32) -> Result<TensorId> {
+        let hp = self.hp;
+        let (hd, hdv, nh, nkv) = (hp.head_dim as i64, hp.head_dim_v as i64, hp.n_head as i64, hp.n_head_kv as i64);
+        let (nt, n_kv) = (self.n_tokens, self.n_kv);
+        let k = self.c.reshape(k, &[hd * nkv, nt])?;
+        self.c.set_rows(l.k_cache, k, self.pos)?;
+        self.c.set_rows(l.v_cache, v, self.pos)?;
+        // attention over the first n_kv cache positions, built after the writes (program order)
+        let kl = self.c.layout(l.k_cache)?;
+        let row_bytes = |w: i64| kl.dtype.row_size(w).unwrap_or(0);
+        let keys = self.c.view_3d(l.k_cache, [hd, n_kv, nkv], kl.nb[1], row_bytes(hd), 0)?;
+        let q = self.c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
+        let kq = self.c.mul_mat(keys, q)?; // [n_kv, nt, nh]
+        let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
+        let kq = self.c.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
+        let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
+        let kqv = self.c.mul_mat(values, kq)?; // [hdv, nt, nh]
+        let kqv = self.c.permute(kqv, [0, 2, 1, 3])?; // [hdv, nh, nt]
+        self.c.cont_reshape(kqv, &[hdv * nh, nt])
+    }
+
+    /// The cached values of the attended positions as the first operand of a product
+    /// with the attention weights: `[n_kv, head_dim_v, n_head_kv]`, a transposed view of
+    /// the cache (a block type's is dequantized first: its blocks run along the other dim).
+    fn values(&mut self, l: &Layer, hdv: i64, nkv: i64) -> Result<TensorId> {
+        let n_kv = self.n_kv;
+        let vl = self.c.layout(l.v_cache)?;
+        if vl.dtype.is_quantized() {
+            let rows = self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], vl.dtype.row_size(hdv).unwrap_or(0), 0)?;
+            let f = self.c.new_tensor(DType::F32, &[hdv, n_kv, nkv])?;
+            let f = self.c.cpy(rows, f)?;
+            return self.c.permute(f, [1, 0, 2, 3]);
+        }
+        let es = vl.dtype.type_size();
+        self.c.view_strided(
+            l.v_cache,
+            [n_kv, hdv, nkv, 1],
+            [vl.nb[1], es, hdv as usize * es, vl.nb[1] * n_kv as usize],
+            0,
+        )
+    }
+
+    /// The output projection of an attention result.
+    pub fn attn_out(&mut self, l: &Layer, a: TensorId) -> Result<TensorId> {
+        self.linear(l.wo, a, l.wo_b)
+    }
+
+    /// In the last layer of a last-position graph, the last rows of `a` and `b` (views);
+    /// else both unchanged.
+    pub fn last_rows(&mut self, l: &Layer, a: TensorId, b: TensorId) -> Result<(TensorId, TensorId)> {
+        if !self.last_only || l.index + 1 != self.hp.n_layer || self.n_tokens <= 1 {
+            return Ok((a, b));
+        }
+        Ok((last_row(self.c, a)?, last_row(self.c, b)?))
+    }
+
+    /// The feed-forward network on the normed input `h`.
+    pub fn ffn(&mut self, l: &Layer, h: TensorId, act: Act) -> Result<TensorId> {
+        let (g, u, down, b_down) = match l.ffn {
+            Ffn::Gated { gate, up, down, b_gate, b_up, b_down } => {
+                (self.linear(gate, h, b_gate)?, self.linear(up, h, b_up)?, down, b_down)
+            }
+            Ffn::FusedGateUp { up, down } => {
+                let gu = self.linear(up, h, None)?;
+                let gl = self.c.layout(gu)?;
+                let n_ff = self.hp.n_ff as i64;
+                let g = self.c.view_2d(gu, n_ff, gl.ne[1], gl.nb[1], 0)?;
+                let u = self.c.view_2d(gu, n_ff, gl.ne[1], gl.nb[1], n_ff as usize * 4)?;
+                (g, u, down, None)
+            }
+        };
+        let g = match act {
+            Act::Silu => self.c.silu(g)?,
+            Act::Gelu => self.c.gelu(g)?,
+        };
+        let gu = self.c.mul(g, u)?;
+        self.linear(down, gu, b_down)
+    }
+}
+
+/// The last row of the 2-D tensor `t` (a view).
+fn last_row(c: &mut Context, t: TensorId) -> Result<TensorId> {
+    let l = c.layout(t)?;
+    c.view_2d(t, l.ne[0], 1, l.nb[1], (l.ne[1] as usize).saturating_sub(1) * l.nb[1])
+}

@@ -1,0 +1,342 @@
+//! Hyperparameters from GGUF metadata, read as llama.cpp reads them (its
+//! `llama_model_base::load_hparams`, the per-architecture `load_arch_hparams`, and the
+//! rope settings `llama_context` derives), and checked before anything is allocated.
+
+use rgml::gguf::{GgufFile, Value};
+use rgml::{Error, Result, RopeParams};
+
+use crate::arch::Arch;
+
+/// The largest context length rgml accepts from a file (2^24 positions).
+pub const MAX_CONTEXT: usize = 1 << 24;
+/// The most layers a file may declare (llama.cpp's `LLAMA_MAX_LAYERS`).
+pub const MAX_LAYERS: usize = 512;
+
+/// How positions are stretched beyond the training context (`rope.scaling.type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeScaling {
+    /// No scaling (the factor is ignored).
+    None,
+    /// Position interpolation by the factor.
+    Linear,
+    /// YaRN: interpolation mixed with extrapolation per frequency, magnitude corrected.
+    Yarn,
+}
+
+/// Rotary embedding settings for the layers that use the global ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    /// `RopeParams::NORMAL` or `RopeParams::NEOX`, by architecture.
+    pub mode: i32,
+    /// Rotated dims per head.
+    pub n_rot: usize,
+    /// Frequency base.
+    pub freq_base: f32,
+    /// 1 / scaling factor (1 without scaling).
+    pub freq_scale: f32,
+    /// The scaling type.
+    pub scaling: RopeScaling,
+    /// The context length the model was trained for before scaling (YaRN's reference).
+    pub n_ctx_orig: usize,
+    /// YaRN's extrapolation mix (1 with YaRN, else 0).
+    pub ext_factor: f32,
+    /// Magnitude scale of the rotated values (YaRN's correction is folded in as llama.cpp does).
+    pub attn_factor: f32,
+    /// YaRN's correction boundaries.
+    pub beta_fast: f32,
+    /// YaRN's correction boundaries.
+    pub beta_slow: f32,
+}
+
+impl Rope {
+    /// The rope op's parameters with these settings and `freq_base`/`freq_scale`.
+    pub fn params(&self, freq_base: f32, freq_scale: f32) -> RopeParams {
+        RopeParams {
+            n_ctx_orig: self.n_ctx_orig as i32,
+            freq_base,
+            freq_scale,
+            ext_factor: self.ext_factor,
+            attn_factor: self.attn_factor,
+            beta_fast: self.beta_fast,
+            beta_slow: self.beta_slow,
+            ..RopeParams::new(self.n_rot as i32, self.mode)
+        }
+    }
+}
+
+/// Sliding-window attention on some layers (Gemma 3's local layers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlidingWindow {
+    /// Positions a token sees, itself included.
+    pub window: usize,
+    /// Which layers use the window.
+    pub layers: Vec<bool>,
+    /// Rope frequency base of the windowed layers.
+    pub freq_base: f32,
+    /// Rope frequency scale of the windowed layers.
+    pub freq_scale: f32,
+}
+
+/// A model's hyperparameters, from the GGUF metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hparams {
+    /// The architecture (`general.architecture`).
+    pub arch: Arch,
+    /// Vocabulary size.
+    pub n_vocab: usize,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Width of a key (and query) head: `attention.key_length`, else `n_embd / n_head`.
+    pub head_dim: usize,
+    /// Width of a value head: `attention.value_length`, else `n_embd / n_head`.
+    pub head_dim_v: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Training context length.
+    pub n_ctx_train: usize,
+    /// RMS norm epsilon.
+    pub rms_eps: f32,
+    /// Rotary embedding.
+    pub rope: Rope,
+    /// Sliding-window layers, if the model has them.
+    pub swa: Option<SlidingWindow>,
+    /// Scale of `q·k` in attention.
+    pub kq_scale: f32,
+    /// Scale of the token embeddings (Gemma: √n_embd).
+    pub embd_scale: Option<f32>,
+}
+
+impl Hparams {
+    /// Width of all key heads together.
+    pub fn n_embd_k_gqa(&self) -> usize {
+        self.head_dim * self.n_head_kv
+    }
+    /// Width of all value heads together.
+    pub fn n_embd_v_gqa(&self) -> usize {
+        self.head_dim_v * self.n_head_kv
+    }
+    /// Width of all query heads together.
+    pub fn n_embd_q(&self) -> usize {
+        self.head_dim * self.n_head
+    }
+    /// Whether layer `il` attends through the sliding window.
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.swa.as_ref().is_some_and(|s| s.layers.get(il).copied().unwrap_or(false))
+    }
+    /// The rope op's parameters for layer `il`.
+    pub fn rope_params(&self, il: usize) -> RopeParams {
+        match &self.swa {
+            Some(s) if self.is_swa(il) => self.rope.params(s.freq_base, s.freq_scale),
+            _ => self.rope.params(self.rope.freq_base, self.rope.freq_scale),
+        }
+    }
+
+    /// A summary for `rgml inspect`: what rgml derived from the file.
+    pub fn describe(&self) -> String {
+        let r = &self.rope;
+        let mode = if r.mode == RopeParams::NEOX { "neox" } else { "normal" };
+        let mut s = format!(
+            "architecture {}: {} layers, n_embd {}, {} heads ({} kv) of {} (values {}), n_ff {}, vocab {}, \
+             context {}, rms eps {:e}\nrope: {mode}, {} dims, base {}, scale {} ({:?}, original context {}, \
+             ext {}, attn {}), attention scale {}",
+            self.arch.name(),
+            self.n_layer,
+            self.n_embd,
+            self.n_head,
+            self.n_head_kv,
+            self.head_dim,
+            self.head_dim_v,
+            self.n_ff,
+            self.n_vocab,
+            self.n_ctx_train,
+            self.rms_eps,
+            r.n_rot,
+            r.freq_base,
+            r.freq_scale,
+            r.scaling,
+            r.n_ctx_orig,
+            r.ext_factor,
+            r.attn_factor,
+            self.kq_scale,
+        );
+        if let Some(w) = &self.swa {
+            let n = w.layers.iter().filter(|&&x| x).count();
+            s +=
+                &format!("\nsliding window {} on {n} of {} layers (rope base {})", w.window, self.n_layer, w.freq_base);
+        }
+        if let Some(e) = self.embd_scale {
+            s += &format!("\nembeddings scaled by {e}");
+        }
+        s
+    }
+
+    /// Reads and checks the hyperparameters of `f`: the keys every architecture has, then
+    /// the architecture's own ([`Arch::read_hparams`]).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] naming the key for a missing, mistyped or absurd value, and for
+    /// an architecture rgml does not run (the message lists the ones it does).
+    pub fn from_gguf(f: &GgufFile) -> Result<Hparams> {
+        let arch = Arch::from_gguf(f)?;
+        let k = Keys { f, prefix: arch.name() };
+        let n_layer = k.count("block_count", 1, MAX_LAYERS)?;
+        let n_embd = k.count("embedding_length", 1, 1 << 20)?;
+        let n_head = k.count("attention.head_count", 1, 1 << 16)?;
+        let n_head_kv = k.opt_count("attention.head_count_kv", 1, 1 << 16)?.unwrap_or(n_head);
+        if n_head % n_head_kv != 0 {
+            return Err(meta(
+                &k.key("attention.head_count_kv"),
+                format!("{n_head_kv} does not divide the {n_head} heads"),
+            ));
+        }
+        let default_dim = |what: &str| {
+            if n_embd % n_head == 0 {
+                Ok(n_embd / n_head)
+            } else {
+                Err(meta(&k.key(what), format!("absent, and n_embd {n_embd} is not divisible by the {n_head} heads")))
+            }
+        };
+        let head_dim = match k.opt_count("attention.key_length", 1, 1 << 16)? {
+            Some(d) => d,
+            None => default_dim("attention.key_length")?,
+        };
+        let head_dim_v = match k.opt_count("attention.value_length", 1, 1 << 16)? {
+            Some(d) => d,
+            None => default_dim("attention.value_length")?,
+        };
+        let n_rot = k.opt_count("rope.dimension_count", 1, 1 << 16)?.unwrap_or(head_dim);
+        if n_rot > head_dim || n_rot % 2 != 0 {
+            return Err(meta(&k.key("rope.dimension_count"), format!("{n_rot} rotated dims for heads of {head_dim}")));
+        }
+        let n_ctx_train = k.count("context_length", 1, MAX_CONTEXT)?;
+        let n_vocab = match k.opt_count("vocab_size", 1, 1 << 24)? {
+            Some(n) => n,
+            None => f.tensor("token_embd.weight").map_or(0, |t| t.ne[1].max(0) as usize),
+        };
+        if n_vocab == 0 {
+            return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
+        }
+        let rope = read_rope(&k, arch, n_rot, n_ctx_train)?;
+        let mut hp = Hparams {
+            arch,
+            n_vocab,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim,
+            head_dim_v,
+            n_ff: k.count("feed_forward_length", 1, 1 << 24)?,
+            n_ctx_train,
+            rms_eps: k.f32("attention.layer_norm_rms_epsilon")?,
+            rope,
+            swa: None,
+            kq_scale: 1.0 / (head_dim as f32).sqrt(),
+            embd_scale: None,
+        };
+        if !(hp.rms_eps.is_finite() && hp.rms_eps >= 0.0) {
+            return Err(meta(
+                &k.key("attention.layer_norm_rms_epsilon"),
+                format!("{} is not a usable epsilon", hp.rms_eps),
+            ));
+        }
+        arch.read_hparams(&k, &mut hp)?;
+        Ok(hp)
+    }
+}
+
+/// A file's keys under its architecture's prefix.
+pub(crate) struct Keys<'a> {
+    pub f: &'a GgufFile,
+    pub prefix: &'a str,
+}
+
+impl Keys<'_> {
+    pub fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.prefix)
+    }
+    pub fn get(&self, k: &str) -> Option<&Value> {
+        self.f.get(&self.key(k))
+    }
+    /// An unsigned count in `lo..=hi`, if present.
+    pub fn opt_count(&self, k: &str, lo: usize, hi: usize) -> Result<Option<usize>> {
+        let key = self.key(k);
+        let Some(_) = self.f.get(&key) else { return Ok(None) };
+        let v = self.f.get_u64(&key).or_else(|_| self.f.get_i64(&key).map(|v| v.max(-1) as u64))?;
+        match usize::try_from(v) {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(Some(v)),
+            _ => Err(meta(&key, format!("{v} is outside {lo}..={hi}"))),
+        }
+    }
+    /// A required unsigned count in `lo..=hi`.
+    pub fn count(&self, k: &str, lo: usize, hi: usize) -> Result<usize> {
+        self.opt_count(k, lo, hi)?.ok_or_else(|| meta(&self.key(k), "not found"))
+    }
+    pub fn f32(&self, k: &str) -> Result<f32> {
+        self.f.get_f64(&self.key(k)).map(|v| v as f32)
+    }
+    pub fn opt_f32(&self, k: &str) -> Result<Option<f32>> {
+        self.get(k).map(|_| self.f32(k)).transpose()
+    }
+    pub fn opt_str(&self, k: &str) -> Result<Option<&str>> {
+        self.get(k).map(|_| self.f.get_str(&self.key(k))).transpose()
+    }
+}
+
+pub(crate) fn meta(key: &str, msg: impl Into<String>) -> Error {
+    Error::Metadata { key: key.to_string(), msg: msg.into() }
+}
+
+/// The rope settings as llama.cpp derives them for a context (`llama_context`'s
+/// constructor): the scaling type (default linear), the factor, and YaRN's
+/// extrapolation mix and magnitude correction.
+fn read_rope(k: &Keys, arch: Arch, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
+    let freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
+    let scaling = match k.opt_str("rope.scaling.type")?.unwrap_or("linear") {
+        "none" => RopeScaling::None,
+        "linear" => RopeScaling::Linear,
+        "yarn" => RopeScaling::Yarn,
+        other => {
+            return Err(meta(
+                &k.key("rope.scaling.type"),
+                format!("unsupported rope scaling type {other:?} (rgml knows none, linear and yarn; llama-3's frequency factors come as rope_freqs.weight)"),
+            ))
+        }
+    };
+    let factor = match k.opt_f32("rope.scaling.factor")? {
+        Some(f) => f,
+        None => k.opt_f32("rope.scale_linear")?.unwrap_or(0.0),
+    };
+    if !(factor.is_finite() && factor >= 0.0) {
+        return Err(meta(&k.key("rope.scaling.factor"), format!("{factor} is not a scaling factor")));
+    }
+    let freq_scale = if scaling == RopeScaling::None || factor == 0.0 { 1.0 } else { 1.0 / factor };
+    let n_ctx_orig = k.opt_count("rope.scaling.original_context_length", 1, MAX_CONTEXT)?.unwrap_or(n_ctx_train);
+    let ext_factor = if scaling == RopeScaling::Yarn { 1.0f32 } else { 0.0 };
+    let mut attn_factor = 1.0f32;
+    if ext_factor != 0.0 {
+        let f = 1.0 / freq_scale;
+        let mscale = if f <= 1.0 { 1.0 } else { 0.1 * f.ln() + 1.0 };
+        // ggml's rope applies YaRN's magnitude itself; llama.cpp cancels it here
+        attn_factor = mscale * (1.0 / (1.0 + 0.1 * f.ln()));
+    }
+    attn_factor *= k.opt_f32("rope.scaling.attn_factor")?.unwrap_or(1.0);
+    Ok(Rope {
+        mode: arch.rope_mode(),
+        n_rot,
+        freq_base,
+        freq_scale,
+        scaling,
+        n_ctx_orig,
+        ext_factor,
+        attn_factor,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+    })
+}

@@ -1,0 +1,378 @@
+//! A transformer from a GGUF file, of any architecture [`crate::arch`] knows:
+//! hyperparameters and tensors as llama.cpp reads them, a KV cache held by the backend,
+//! one forward graph per batch size (planned once, reused for every call of that size).
+//!
+//! Each graph stores the new keys and values with `set_rows` at the positions given as
+//! input and attends over the first `n_kv` cache positions with a causal mask (and,
+//! for sliding-window layers, a windowed one): `n_kv` is the number of positions in use
+//! rounded up to [`KV_PAD`] (as llama.cpp pads it), so one graph serves every call of a
+//! batch size while the cache fills up to the next multiple, and a short context does
+//! not pay for the whole cache.
+//!
+//! The model is generic over the [`Backend`]: [`Model::load`] runs it on the CPU,
+//! [`Model::load_on`] on any backend. Graphs are planned with the backend's rules; the
+//! KV cache lives in the backend's storage (a written leaf, kept across the graphs of
+//! different batch sizes).
+
+pub mod blocks;
+pub mod hparams;
+pub mod kv;
+pub mod weights;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rgml::gguf::GgufFile;
+use rgml::{
+    load_gguf, Backend, BackendStorage, Context, ContextMark, CpuBackend, DType, Error, Graph, Plan, Result, TensorId,
+};
+
+use blocks::Block;
+use hparams::Hparams;
+use kv::KvType;
+use weights::{Globals, Layer, Loader};
+
+/// Granularity of the attended cache length (llama.cpp pads `n_kv` to 256).
+pub const KV_PAD: usize = 256;
+
+/// Planned graphs a model keeps by default (one per batch size and `n_kv` step in
+/// use); see [`Model::set_max_graphs`].
+pub const MAX_GRAPHS: usize = 16;
+
+/// How a model is loaded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// KV cache positions (default: [`kv::default_n_ctx`]).
+    pub n_ctx: Option<usize>,
+    /// The KV cache's element type (default F16, as llama.cpp's).
+    pub kv_type: KvType,
+}
+
+/// What a planned graph is for: batch size, attended cache positions, and whether it
+/// computes every position's logits or only the last one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StepKey {
+    n: usize,
+    n_kv: usize,
+    all_logits: bool,
+}
+
+/// The forward graph for one [`StepKey`], planned.
+struct Step {
+    graph: Graph,
+    plan: Plan,
+    tokens: TensorId,
+    pos: TensorId,
+    mask: TensorId,
+    mask_swa: Option<TensorId>,
+    logits: TensorId,
+}
+
+/// A loaded model with its KV cache, on backend `B` (the CPU by default).
+pub struct Model<B: Backend = CpuBackend> {
+    /// Hyperparameters.
+    pub hp: Hparams,
+    ctx: Context,
+    n_ctx: usize,
+    kv_type: KvType,
+    globals: Globals,
+    layers: Vec<Layer>,
+    /// Planned graphs by [`StepKey`].
+    steps: HashMap<StepKey, Step>,
+    /// The context right after loading: dropping every graph goes back here.
+    weights_only: ContextMark,
+    /// Planned graphs kept at most.
+    max_graphs: usize,
+    backend: B,
+    storage: Option<B::Storage>,
+    n_past: usize,
+}
+
+impl Model<CpuBackend> {
+    /// Loads `path` (tensors stay in the file's mapping) with an F32 KV cache of `n_ctx`
+    /// positions (default: the training context, at most 4096), on the CPU with
+    /// `threads` threads (0: one per core). [`Model::load_with`] chooses the cache type
+    /// (the CLI's default, like llama.cpp's, is F16).
+    pub fn load(path: &Path, n_ctx: Option<usize>, threads: usize) -> Result<Model<CpuBackend>> {
+        Model::load_on(path, n_ctx, CpuBackend::new(threads)?)
+    }
+}
+
+impl<B: Backend> Model<B> {
+    /// Loads `path` with an F32 KV cache of `n_ctx` positions, to run on `backend`.
+    pub fn load_on(path: &Path, n_ctx: Option<usize>, backend: B) -> Result<Model<B>> {
+        Model::load_with(path, LoadOptions { n_ctx, kv_type: KvType::F32 }, backend)
+    }
+
+    /// Loads `path` as `opts` says, to run on `backend`. The weights reach the device at
+    /// the first evaluation (uploaded once; on the CPU they stay in the file's mapping).
+    /// Every tensor is checked against the hyperparameters, and the KV cache against the
+    /// memory available, before anything large is allocated.
+    pub fn load_with(path: &Path, opts: LoadOptions, backend: B) -> Result<Model<B>> {
+        let file = GgufFile::open(path)?;
+        let hp = Hparams::from_gguf(&file)?;
+        let n_ctx = opts.n_ctx.unwrap_or_else(|| kv::default_n_ctx(&hp));
+        let bytes = kv::cache_bytes(&hp, n_ctx, opts.kv_type)?;
+        // the context keeps the cache's initial zeros and the backend its own copy
+        let what = format!(
+            "a {}-position {} KV cache ({} here and {} in the backend)",
+            n_ctx,
+            opts.kv_type.dtype(),
+            kv::mib(bytes),
+            kv::mib(bytes)
+        );
+        kv::check_fits(bytes.saturating_mul(2), &what, "a smaller --n-ctx or --kv-type q8_0 needs less")?;
+        let mut ctx = Context::new();
+        let w = load_gguf(&mut ctx, &file)?;
+        let ld = Loader { ctx: &ctx, w: &w };
+        let globals = hp.globals(&ld)?;
+        let needs = hp.arch.needs();
+        let mut tensors = Vec::new();
+        for i in 0..hp.n_layer {
+            tensors.push(hp.layer(&ld, needs, i, (globals.tok_embd, globals.tok_embd), n_ctx)?);
+        }
+        let dt = opts.kv_type.dtype();
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for mut l in tensors {
+            let k = ctx.new_tensor_2d(dt, hp.n_embd_k_gqa() as i64, n_ctx as i64)?;
+            ctx.set_name(k, format!("cache_k.{}", l.index))?;
+            let v = ctx.new_tensor_2d(dt, hp.n_embd_v_gqa() as i64, n_ctx as i64)?;
+            ctx.set_name(v, format!("cache_v.{}", l.index))?;
+            (l.k_cache, l.v_cache) = (k, v);
+            layers.push(l);
+        }
+        Ok(Model {
+            weights_only: ctx.mark(),
+            max_graphs: MAX_GRAPHS,
+            hp,
+            ctx,
+            n_ctx,
+            kv_type: opts.kv_type,
+            globals,
+            layers,
+            steps: HashMap::new(),
+            backend,
+            storage: None,
+            n_past: 0,
+        })
+    }
+
+    /// The backend the model runs on.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+    /// The backend memory of the model's graphs (its KV cache included), once a first
+    /// evaluation has allocated it.
+    pub fn storage(&self) -> Option<&B::Storage> {
+        self.storage.as_ref()
+    }
+    /// Positions already in the KV cache.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+    /// Tensor headers in the model's context (weights, caches and graphs).
+    pub fn context_len(&self) -> usize {
+        self.ctx.len()
+    }
+    /// Capacity of the KV cache.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+    /// The KV cache's element type.
+    pub fn kv_type(&self) -> KvType {
+        self.kv_type
+    }
+    /// Empties the KV cache.
+    pub fn reset(&mut self) -> Result<()> {
+        if let Some(st) = self.storage.as_mut() {
+            for l in &self.layers {
+                st.reset_leaf(&self.ctx, l.k_cache)?;
+                st.reset_leaf(&self.ctx, l.v_cache)?;
+            }
+        }
+        self.n_past = 0;
+        Ok(())
+    }
+
+    /// The forward graph for `n` tokens (every position's logits) and its DOT text.
+    pub fn dot(&mut self, n: usize) -> Result<String> {
+        let key = StepKey { n, n_kv: self.n_kv(n), all_logits: true };
+        self.step(key)?;
+        let s = &self.steps[&key];
+        s.graph.to_dot(&self.ctx, Some(&|id| s.plan.annotation(&self.ctx, id)))
+    }
+
+    /// Runs `tokens` after the cached positions; returns their logits, position-major
+    /// (`tokens.len() × n_vocab`).
+    pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(tokens, true)
+    }
+
+    /// Runs `tokens` after the cached positions like [`Model::eval`], but returns only
+    /// the last position's logits (`n_vocab` values; empty for no tokens). Its graph
+    /// skips what only the other positions' logits need: the last layer's output
+    /// projection and feed-forward, the final norm and the vocabulary projection run on
+    /// the last position alone (the cache still receives every position). What
+    /// generation needs, as llama.cpp computes by default.
+    pub fn eval_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(tokens, false)
+    }
+
+    /// Drops the cached positions from `n` on (a conversation rewound to a shared
+    /// prefix); positions before `n` stay. `n` past the cached ones is an error.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when `n > n_past`.
+    pub fn truncate_cache(&mut self, n: usize) -> Result<()> {
+        if n > self.n_past {
+            return Err(Error::Invalid(format!("cannot keep {n} cache positions: {} are cached", self.n_past)));
+        }
+        // later evaluations overwrite the dropped positions, and the mask never shows them
+        self.n_past = n;
+        Ok(())
+    }
+
+    fn forward(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if self.n_past + n > self.n_ctx {
+            return Err(Error::Invalid(format!(
+                "{} cached + {n} new tokens exceed the {}-position KV cache",
+                self.n_past, self.n_ctx
+            )));
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
+            return Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab)));
+        }
+        let key = StepKey { n, n_kv: self.n_kv(n), all_logits };
+        self.step(key)?;
+        self.set_inputs(key, tokens)?;
+        let s = &self.steps[&key];
+        let st = match self.storage.as_mut() {
+            None => {
+                kv::check_fits(s.plan.buffer_size() as u64, "the compute buffer", "a smaller --n-ctx needs less")?;
+                self.storage.insert(self.backend.alloc(&self.ctx, &s.graph, s.plan.clone())?)
+            }
+            Some(st) => {
+                // the storage (and the KV cache in it) stays with the model on an error
+                st.grow(s.plan.buffer_size())?;
+                st.rebind(&self.ctx, &s.graph, s.plan.clone())?;
+                st
+            }
+        };
+        self.backend.compute(&self.ctx, &s.graph, st)?;
+        self.n_past += n;
+        st.read_f32(&self.ctx, s.logits)
+    }
+
+    /// Tokens, positions and masks of the next batch into the step's input tensors.
+    fn set_inputs(&mut self, key: StepKey, tokens: &[u32]) -> Result<()> {
+        let (n, p0) = (tokens.len(), self.n_past);
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
+        // position i sees cache positions 0..=p0+i, and with a window only the last `window` of them
+        let mask = |window: Option<usize>| {
+            let mut m = vec![f32::NEG_INFINITY; key.n_kv * n];
+            for (i, row) in m.chunks_mut(key.n_kv).enumerate() {
+                let last = p0 + i;
+                let first = window.map_or(0, |w| (last + 1).saturating_sub(w));
+                row[first..=last].fill(0.0);
+            }
+            m
+        };
+        let s = &self.steps[&key];
+        let (t, p, m, ms) = (s.tokens, s.pos, s.mask, s.mask_swa);
+        self.ctx.set_data(t, &ids)?;
+        self.ctx.set_data(p, &pos)?;
+        self.ctx.set_data(m, &mask(None))?;
+        if let (Some(ms), Some(swa)) = (ms, self.hp.swa.as_ref()) {
+            let window = swa.window;
+            self.ctx.set_data(ms, &mask(Some(window)))?;
+        }
+        Ok(())
+    }
+
+    /// Cache positions a batch of `n` tokens after the cached ones attends over: those
+    /// in use, rounded up to [`KV_PAD`], at most the cache.
+    pub fn n_kv(&self, n: usize) -> usize {
+        (self.n_past + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
+    }
+
+    /// Planned graphs held now.
+    pub fn graphs(&self) -> usize {
+        self.steps.len()
+    }
+    /// Keep at most `n` (≥ 1) planned graphs (default [`MAX_GRAPHS`]).
+    pub fn set_max_graphs(&mut self, n: usize) {
+        self.max_graphs = n.max(1);
+    }
+
+    /// Builds and plans the graph for `key`, once. With the maximum held already, all
+    /// are dropped first and the context goes back to the weights (so a model fed many
+    /// batch sizes does not grow without bound).
+    fn step(&mut self, key: StepKey) -> Result<()> {
+        if self.steps.contains_key(&key) {
+            return Ok(());
+        }
+        if self.steps.len() >= self.max_graphs {
+            self.steps.clear();
+            self.ctx.truncate(&self.weights_only)?;
+        }
+        let step = self.build(key)?;
+        // the cache writes of this graph happen when it runs: graphs built later
+        // read the cache as state instead of pulling these writes in again
+        self.ctx.forget_writes();
+        self.steps.insert(key, step);
+        Ok(())
+    }
+
+    fn build(&mut self, StepKey { n, n_kv, all_logits }: StepKey) -> Result<Step> {
+        let c = &mut self.ctx;
+        let (nt, nkv) = (n as i64, n_kv as i64);
+        let tokens = c.new_tensor_1d(DType::I32, nt)?;
+        let pos = c.new_tensor_1d(DType::I32, nt)?;
+        let mask = c.new_tensor_2d(DType::F32, nkv, nt)?;
+        let mask_swa = match self.hp.swa {
+            Some(_) => Some(c.new_tensor_2d(DType::F32, nkv, nt)?),
+            None => None,
+        };
+        let mut x = c.get_rows(self.globals.tok_embd, tokens)?;
+        if let Some(s) = self.hp.embd_scale {
+            x = c.scale(x, s)?;
+        }
+        let mut b = Block { c, hp: &self.hp, pos, mask, mask_swa, n_tokens: nt, n_kv: nkv, last_only: !all_logits };
+        for l in &self.layers {
+            x = self.hp.arch.block(&mut b, l, x)?;
+            b.c.set_name(x, format!("l_out.{}", l.index))?;
+        }
+        let h = b.norm(x, self.globals.output_norm)?;
+        let logits = b.linear(self.globals.output, h, self.globals.output_b)?;
+        c.set_name(logits, "logits")?;
+        c.set_output(logits)?;
+        let graph = Graph::build(c, &[logits])?;
+        let plan = self.backend.plan(c, &graph)?;
+        Ok(Step { graph, plan, tokens, pos, mask, mask_swa, logits })
+    }
+}
+
+/// What rgml derives from the model file at `path` (for `rgml inspect`), or why it
+/// cannot run it.
+pub fn describe_file(path: &Path) -> String {
+    match GgufFile::open(path).and_then(|f| Hparams::from_gguf(&f)) {
+        Ok(hp) => hp.describe(),
+        Err(e) => format!("rgml cannot run this file: {e}"),
+    }
+}
+
+/// Index of the largest value (the first on ties).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}

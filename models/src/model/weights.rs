@@ -1,0 +1,198 @@
+//! A model's tensors by llama.cpp's names, each checked against the hyperparameters
+//! before anything runs.
+
+use rgml::{Context, Error, Result, TensorId, Weights};
+
+use super::hparams::Hparams;
+
+/// What an architecture's layers have beyond the common tensors.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Needs {
+    /// Per-head RMS norms of the queries and keys (`attn_q_norm`, `attn_k_norm`).
+    pub qk_norm: bool,
+    /// Norms after attention and after the feed-forward (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// `ffn_up` holds the gate and up projections, `2·n_ff` rows, and there is no `ffn_gate`.
+    pub fused_gate_up: bool,
+}
+
+/// The query, key and value projections: one fused matrix or three.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Qkv {
+    Fused { w: TensorId, b: Option<TensorId> },
+    Split { q: TensorId, k: TensorId, v: TensorId, bq: Option<TensorId>, bk: Option<TensorId>, bv: Option<TensorId> },
+}
+
+/// The feed-forward projections.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ffn {
+    /// `down(act(gate·x) * up·x)`, optional biases.
+    Gated {
+        gate: TensorId,
+        up: TensorId,
+        down: TensorId,
+        b_gate: Option<TensorId>,
+        b_up: Option<TensorId>,
+        b_down: Option<TensorId>,
+    },
+    /// `down(act(u[..n_ff]) * u[n_ff..])` with `u = up·x`.
+    FusedGateUp { up: TensorId, down: TensorId },
+}
+
+/// One transformer block's tensors, and its KV cache.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layer {
+    pub index: usize,
+    pub attn_norm: TensorId,
+    pub qkv: Qkv,
+    pub q_norm: Option<TensorId>,
+    pub k_norm: Option<TensorId>,
+    pub wo: TensorId,
+    pub wo_b: Option<TensorId>,
+    pub attn_post_norm: Option<TensorId>,
+    pub ffn_norm: TensorId,
+    pub ffn: Ffn,
+    pub ffn_post_norm: Option<TensorId>,
+    /// Rope frequency factors (llama-3's `rope_freqs`, Phi-3's long or short factors).
+    pub rope_factors: Option<TensorId>,
+    pub k_cache: TensorId,
+    pub v_cache: TensorId,
+}
+
+/// The model-wide tensors.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Globals {
+    pub tok_embd: TensorId,
+    pub output_norm: TensorId,
+    /// The vocabulary projection (the token embeddings when the file ties them).
+    pub output: TensorId,
+    pub output_b: Option<TensorId>,
+}
+
+/// Looks tensors up by name and checks their shapes.
+pub(crate) struct Loader<'a> {
+    pub ctx: &'a Context,
+    pub w: &'a Weights,
+}
+
+impl Loader<'_> {
+    /// Tensor `name`, which must have shape `ne` (ggml order).
+    pub fn get(&self, name: &str, ne: &[usize]) -> Result<TensorId> {
+        let id = self.w.get(name)?;
+        self.check(name, id, ne)?;
+        Ok(id)
+    }
+
+    /// Tensor `name` if the file has it, with shape `ne`.
+    pub fn opt(&self, name: &str, ne: &[usize]) -> Result<Option<TensorId>> {
+        match self.w.find(name) {
+            None => Ok(None),
+            Some(id) => self.check(name, id, ne).map(|()| Some(id)),
+        }
+    }
+
+    fn check(&self, name: &str, id: TensorId, ne: &[usize]) -> Result<()> {
+        let l = self.ctx.layout(id)?;
+        let mut want = [1i64; 4];
+        for (w, &n) in want.iter_mut().zip(ne) {
+            *w = n as i64;
+        }
+        if l.ne != want {
+            let dims = l.ne.iter().rposition(|&x| x != 1).map_or(1, |p| p + 1).max(ne.len());
+            let got: Vec<i64> = l.ne[..dims].to_vec();
+            return Err(Error::Shape {
+                op: "load",
+                msg: format!("tensor {name} has shape {got:?}, but the hyperparameters need {ne:?}"),
+            });
+        }
+        if ne.len() == 1 && !l.dtype.is_float() {
+            return Err(Error::Unsupported { op: "load (norm or bias)", dtype: l.dtype });
+        }
+        Ok(())
+    }
+}
+
+impl Hparams {
+    /// The model-wide tensors of `hp`'s shapes.
+    pub(crate) fn globals(&self, ld: &Loader) -> Result<Globals> {
+        let (e, v) = (self.n_embd, self.n_vocab);
+        let tok_embd = ld.get("token_embd.weight", &[e, v])?;
+        Ok(Globals {
+            tok_embd,
+            output_norm: ld.get("output_norm.weight", &[e])?,
+            output: ld.opt("output.weight", &[e, v])?.unwrap_or(tok_embd),
+            output_b: ld.opt("output.bias", &[v])?,
+        })
+    }
+
+    /// Layer `i`'s tensors (its caches given) for a context of `n_ctx` positions.
+    pub(crate) fn layer(
+        &self,
+        ld: &Loader,
+        needs: Needs,
+        i: usize,
+        caches: (TensorId, TensorId),
+        n_ctx: usize,
+    ) -> Result<Layer> {
+        let n = |t: &str| format!("blk.{i}.{t}");
+        let e = self.n_embd;
+        let (nq, nk, nv) = (self.n_embd_q(), self.n_embd_k_gqa(), self.n_embd_v_gqa());
+        let qkv = match ld.opt(&n("attn_qkv.weight"), &[e, nq + nk + nv])? {
+            Some(w) => Qkv::Fused { w, b: ld.opt(&n("attn_qkv.bias"), &[nq + nk + nv])? },
+            None => Qkv::Split {
+                q: ld.get(&n("attn_q.weight"), &[e, nq])?,
+                k: ld.get(&n("attn_k.weight"), &[e, nk])?,
+                v: ld.get(&n("attn_v.weight"), &[e, nv])?,
+                bq: ld.opt(&n("attn_q.bias"), &[nq])?,
+                bk: ld.opt(&n("attn_k.bias"), &[nk])?,
+                bv: ld.opt(&n("attn_v.bias"), &[nv])?,
+            },
+        };
+        let ff = self.n_ff;
+        let ffn = if needs.fused_gate_up {
+            Ffn::FusedGateUp {
+                up: ld.get(&n("ffn_up.weight"), &[e, 2 * ff])?,
+                down: ld.get(&n("ffn_down.weight"), &[ff, e])?,
+            }
+        } else {
+            Ffn::Gated {
+                gate: ld.get(&n("ffn_gate.weight"), &[e, ff])?,
+                up: ld.get(&n("ffn_up.weight"), &[e, ff])?,
+                down: ld.get(&n("ffn_down.weight"), &[ff, e])?,
+                b_gate: ld.opt(&n("ffn_gate.bias"), &[ff])?,
+                b_up: ld.opt(&n("ffn_up.bias"), &[ff])?,
+                b_down: ld.opt(&n("ffn_down.bias"), &[e])?,
+            }
+        };
+        let hd = self.head_dim;
+        let need = |on: bool, name: &str, ne: &[usize]| if on { ld.get(name, ne).map(Some) } else { Ok(None) };
+        Ok(Layer {
+            index: i,
+            attn_norm: ld.get(&n("attn_norm.weight"), &[e])?,
+            qkv,
+            q_norm: need(needs.qk_norm, &n("attn_q_norm.weight"), &[hd])?,
+            k_norm: need(needs.qk_norm, &n("attn_k_norm.weight"), &[hd])?,
+            wo: ld.get(&n("attn_output.weight"), &[self.head_dim_v * self.n_head, e])?,
+            wo_b: ld.opt(&n("attn_output.bias"), &[e])?,
+            attn_post_norm: need(needs.post_norms, &n("post_attention_norm.weight"), &[e])?,
+            ffn_norm: ld.get(&n("ffn_norm.weight"), &[e])?,
+            ffn,
+            ffn_post_norm: need(needs.post_norms, &n("post_ffw_norm.weight"), &[e])?,
+            rope_factors: self.rope_factors(ld, n_ctx)?,
+            k_cache: caches.0,
+            v_cache: caches.1,
+        })
+    }
+
+    /// llama-3's `rope_freqs.weight`, or Phi-3's long factors when the context passes
+    /// the original one and its short factors otherwise (as llama.cpp chooses them).
+    fn rope_factors(&self, ld: &Loader, n_ctx: usize) -> Result<Option<TensorId>> {
+        let half = [self.rope.n_rot / 2];
+        if let Some(f) = ld.opt("rope_freqs.weight", &half)? {
+            return Ok(Some(f));
+        }
+        let long = ld.opt("rope_factors_long.weight", &half)?;
+        let short = ld.opt("rope_factors_short.weight", &half)?;
+        Ok(if n_ctx > self.rope.n_ctx_orig { long } else { short })
+    }
+}

@@ -1,0 +1,166 @@
+//! Every architecture against llama.cpp: tiny random-weight models (tests/fixtures/arch,
+//! provenance in its README) evaluated in one batch, logits compared position by
+//! position; and checks that each feature the fixtures exercise changes the result.
+
+use std::path::{Path, PathBuf};
+
+mod common;
+
+use rgml::gguf::Value;
+use rgml_models::model::kv::KvType;
+use rgml_models::model::{argmax, LoadOptions, Model};
+
+fn dir() -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/arch");
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("tests/fixtures/arch")
+    }
+}
+
+fn tokens() -> Vec<u32> {
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap()).unwrap();
+    m["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect()
+}
+
+fn reference(file: &str, kv: &str) -> Vec<f32> {
+    let p = dir().join(format!("{}.logits_{kv}.f32", file.trim_end_matches(".gguf")));
+    std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Every position's logits of `path` on the fixture's prompt, in one batch.
+fn logits(path: &Path, kv: KvType) -> Vec<f32> {
+    let mut m =
+        Model::load_with(path, LoadOptions { n_ctx: Some(128), kv_type: kv }, rgml::CpuBackend::new(2).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    m.eval(&tokens()).unwrap()
+}
+
+/// (max abs difference, positions whose argmax differs).
+fn compare(got: &[f32], want: &[f32]) -> (f32, usize) {
+    assert_eq!(got.len(), want.len());
+    let d = got.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let n_vocab = 288;
+    let flips = got.chunks(n_vocab).zip(want.chunks(n_vocab)).filter(|(a, b)| argmax(a) != argmax(b)).count();
+    (d, flips)
+}
+
+const CASES: [&str; 7] = ["llama3", "llama_linear", "llama_yarn", "qwen2", "qwen3", "gemma3", "phi3"];
+
+/// Each case's (max abs difference, argmax flips) against llama.cpp for `weights` and `kv`.
+fn all_cases(weights: &str, kv: KvType, reference_kv: &str) -> Vec<(&'static str, f32, usize)> {
+    CASES
+        .iter()
+        .map(|&case| {
+            let file = format!("{case}_{weights}.gguf");
+            let (d, flips) = compare(&logits(&dir().join(&file), kv), &reference(&file, reference_kv));
+            (case, d, flips)
+        })
+        .collect()
+}
+
+/// Gemma's GeGLU runs through llama.cpp's f16 GELU table (rgml computes the same), whose
+/// steps of 2^-11 turn last-bit differences of its input (sums in another order) into
+/// f16-sized ones: Gemma agrees to about 1e-3, not 1e-4.
+fn tolerance(case: &str, base: f32, gemma: f32) -> f32 {
+    if case == "gemma3" {
+        gemma
+    } else {
+        base
+    }
+}
+
+#[test]
+fn f32_weights_match_llama_cpp_within_1e_4() {
+    let r = all_cases("f32", KvType::F32, "f32kv");
+    eprintln!("{r:?}");
+    for (case, d, flips) in r {
+        assert!(
+            d <= tolerance(case, 1e-4, 2e-3) && flips == 0,
+            "{case}: max abs diff {d} vs llama.cpp, {flips} argmax flips"
+        );
+    }
+}
+
+#[test]
+fn q8_0_weights_match_llama_cpp_within_5e_3_with_the_same_argmax() {
+    let r = all_cases("q8_0", KvType::F32, "f32kv");
+    eprintln!("{r:?}");
+    for (case, d, flips) in r {
+        assert!(
+            d <= tolerance(case, 5e-3, 5e-2) && flips == 0,
+            "{case}: max abs diff {d} vs llama.cpp, {flips} argmax flips"
+        );
+    }
+}
+
+#[test]
+fn an_f16_cache_matches_llama_cpps_f16_cache() {
+    let same = all_cases("f32", KvType::F16, "f16kv");
+    let other = all_cases("f32", KvType::F16, "f32kv");
+    eprintln!("{same:?}\n{other:?}");
+    for ((case, d16, _), (_, d32, _)) in same.into_iter().zip(other) {
+        // closer to llama.cpp's F16 run than to its F32 one: the same roundings
+        assert!(
+            d16 <= tolerance(case, 2e-3, 4e-3) && d16 < d32,
+            "{case}: F16 cache {d16} from llama.cpp's F16 cache, {d32} from its F32 one"
+        );
+    }
+}
+
+/// A fixture case, a tag, and the metadata that turns its feature off.
+type Neutralised = (&'static str, &'static str, Vec<(&'static str, Value)>);
+
+#[test]
+fn the_features_change_the_result() {
+    // each neutralised feature moves rgml's logits far from llama.cpp's (which has it)
+    let cases: [Neutralised; 4] = [
+        ("llama_yarn", "no-yarn", vec![("llama.rope.scaling.type", Value::from("none"))]),
+        ("llama_linear", "no-linear", vec![("llama.rope.scaling.type", Value::from("none"))]),
+        ("gemma3", "no-window", vec![("gemma3.attention.sliding_window", Value::U32(128))]),
+        ("gemma3", "same-base", vec![("gemma3.rope.freq_base_swa", Value::F32(1e6))]),
+    ];
+    for (case, what, keys) in cases {
+        let file = format!("{case}_f32.gguf");
+        let changed = common::gguf_with(&dir().join(&file), what, &keys, &[]);
+        let (d, _) = compare(&logits(&changed, KvType::F32), &reference(&file, "f32kv"));
+        std::fs::remove_file(&changed).ok();
+        assert!(d > 0.1, "{case} {what}: only {d} from llama.cpp's result with the feature");
+    }
+}
+
+#[test]
+fn rope_frequency_factors_change_the_result() {
+    // llama3's rope_freqs.weight set to ones: far from llama.cpp's (which divides by them)
+    let ones: Vec<u8> = (0..8).flat_map(|_| 1f32.to_le_bytes()).collect();
+    let path = common::gguf_with(
+        &dir().join("llama3_f32.gguf"),
+        "ones",
+        &[],
+        &[("rope_freqs.weight", rgml::DType::F32, vec![8], ones)],
+    );
+    let (d, _) = compare(&logits(&path, KvType::F32), &reference("llama3_f32.gguf", "f32kv"));
+    std::fs::remove_file(&path).ok();
+    assert!(d > 0.1, "rope_freqs all ones: only {d} from llama.cpp's result");
+}
+
+#[test]
+fn one_token_at_a_time_matches_the_batch() {
+    for case in ["gemma3", "phi3", "qwen3"] {
+        let path = dir().join(format!("{case}_f32.gguf"));
+        let mut m = Model::load_with(
+            &path,
+            LoadOptions { n_ctx: Some(64), kv_type: KvType::F32 },
+            rgml::CpuBackend::new(2).unwrap(),
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        for &t in &tokens() {
+            all.extend(m.eval(&[t]).unwrap());
+        }
+        let (d, flips) = compare(&all, &reference(&format!("{case}_f32.gguf"), "f32kv"));
+        assert!(d <= tolerance(case, 1e-4, 2e-3) && flips == 0, "{case}: one at a time {d} from llama.cpp's batch");
+    }
+}
