@@ -212,3 +212,65 @@ fn files_with_an_unknown_tensor_type_open() {
     }
     assert_eq!(w.unknown().collect::<Vec<_>>(), [("a", 4)]);
 }
+
+/// One GGUF file holding a tensor of every type added with IQ4_NL (the random blocks of
+/// tests/fixtures/iquant) next to F32 and Q4_0 ones: `rgml dump` of each gives gguf-py's
+/// dequantization bit for bit, and `inspect` lists them all.
+#[test]
+fn dump_of_a_file_mixing_every_new_type_is_gguf_py() {
+    use rgml::DType;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/iquant/random");
+    let types = [
+        DType::IQ4_NL,
+        DType::IQ4_XS,
+        DType::MXFP4,
+        DType::IQ1_S,
+        DType::IQ1_M,
+        DType::IQ2_XXS,
+        DType::IQ2_XS,
+        DType::IQ2_S,
+        DType::IQ3_XXS,
+        DType::IQ3_S,
+        DType::TQ1_0,
+        DType::TQ2_0,
+        DType::F64,
+    ];
+    let data: Vec<(DType, Vec<u8>, Vec<u8>)> = types
+        .iter()
+        .map(|&t| {
+            let n = t.name();
+            (
+                t,
+                std::fs::read(dir.join(format!("{n}.bin"))).unwrap(),
+                std::fs::read(dir.join(format!("{n}.f32"))).unwrap(),
+            )
+        })
+        .collect();
+    let q4 = vec![0u8; 18 * 8];
+    let mut w = rgml::gguf::GgufWriter::new();
+    w.set("general.architecture", "llama").unwrap();
+    w.add_tensor("plain", DType::F32, &[4], &[0u8; 16][..]).unwrap();
+    w.add_tensor("q4", DType::Q4_0, &[256], &q4[..]).unwrap();
+    for (t, bytes, want) in &data {
+        w.add_tensor(format!("t_{}", t.name()), *t, &[(want.len() / 4) as i64], &bytes[..]).unwrap();
+    }
+    let path = tmp("mixed-new-types.gguf");
+    w.write(&path).unwrap();
+    let inspect = rgml(&["inspect".as_ref(), path.as_os_str()]);
+    let listing = String::from_utf8_lossy(&inspect.stdout);
+    for (t, _, want) in &data {
+        assert!(listing.contains(&format!("t_{}", t.name())), "{listing}");
+        let out = tmp(&format!("dump-{}.f32", t.name()));
+        let o = rgml(&[
+            "dump".as_ref(),
+            path.as_os_str(),
+            format!("t_{}", t.name()).as_ref(),
+            "--f32".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{t}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(std::fs::read(&out).unwrap() == *want, "{t}: rgml dump differs from gguf-py");
+        std::fs::remove_file(&out).ok();
+    }
+    std::fs::remove_file(&path).ok();
+}

@@ -57,13 +57,18 @@ fn an_unknown_architecture_or_scaling_type_is_named() {
 #[test]
 fn a_cache_too_large_for_the_machine_is_an_error_before_allocating() {
     let path = fixture("tiny_llama_f32.gguf");
-    // 2^24 positions of the tiny model's KV cache: 8 GiB in F32, twice over
+    // 512 layers of 2^24 positions: 2 TiB of F32 cache, refused before the tensors are read
+    let big = gguf_with(&path, "big", &[("llama.block_count", Value::U32(512))], &[]);
     let opts = LoadOptions { n_ctx: Some(1 << 24), kv_type: KvType::F32 };
-    match Model::load_with(&path, opts, rgml::CpuBackend::new(1).unwrap()) {
-        Err(e) => assert!(e.to_string().contains("--n-ctx") || e.to_string().contains("MiB"), "{e}"),
-        // a machine with that much memory free: at least no abort
-        Ok(m) => assert_eq!(m.n_ctx(), 1 << 24),
-    }
+    let e = Model::load_with(&big, opts, rgml::CpuBackend::new(1).unwrap()).err().map(|e| e.to_string());
+    std::fs::remove_file(&big).ok();
+    let e = e.expect("a 2 TiB cache loaded");
+    assert!(e.contains("KV cache") && e.contains("MiB") && e.contains("--n-ctx"), "{e}");
+    // a file claiming a 2^20-position training context gets the 4096-position default
+    let long = gguf_with(&path, "long", &[("llama.context_length", Value::U32(1 << 20))], &[]);
+    let m = Model::load(&long, None, 1).unwrap();
+    std::fs::remove_file(&long).ok();
+    assert_eq!(m.n_ctx(), 4096);
     let e = Model::load_with(
         &path,
         LoadOptions { n_ctx: Some(1_000_000_000_000), ..Default::default() },
