@@ -246,7 +246,7 @@ fn dump_of_a_file_mixing_every_new_type_is_gguf_py() {
             )
         })
         .collect();
-    let q4 = vec![0u8; 18 * 8];
+    let q4 = [0u8; 18 * 8];
     let mut w = rgml::gguf::GgufWriter::new();
     w.set("general.architecture", "llama").unwrap();
     w.add_tensor("plain", DType::F32, &[4], &[0u8; 16][..]).unwrap();
