@@ -112,7 +112,8 @@ fn cuda_unavailable_is_an_error_at_load_time() {
 }
 
 /// The cache types on CUDA against the CPU with the same type: the qwen3 fixture (head
-/// dims of 32, so Q8_0 applies too) and Gemma 3 (sliding window, GELU), all 40 positions.
+/// dims of 32, so Q8_0 applies too) and Gemma 3 (sliding window, GELU), 40 positions: 30
+/// in a batch, then ten one at a time.
 #[test]
 fn kv_cache_types_on_cuda_match_the_cpu() {
     use rgml_models::model::kv::KvType;
@@ -126,7 +127,14 @@ fn kv_cache_types_on_cuda_match_the_cpu() {
             let opts = LoadOptions { n_ctx: Some(64), kv_type: kv };
             let mut cpu = Model::load_with(&dir.join(file), opts, rgml::CpuBackend::new(2).unwrap()).unwrap();
             let mut dev = Model::load_with(&dir.join(file), opts, gpu.clone()).unwrap();
-            let (a, b) = (cpu.eval(&toks).unwrap(), dev.eval(&toks).unwrap());
+            // a batch, then one token at a time through the cache
+            let run = |m: &mut dyn FnMut(&[u32]) -> Vec<f32>| {
+                let mut l = m(&toks[..30]);
+                toks[30..].iter().for_each(|&t| l.extend(m(&[t])));
+                l
+            };
+            let a = run(&mut |t: &[u32]| cpu.eval(t).unwrap());
+            let b = run(&mut |t: &[u32]| dev.eval(t).unwrap());
             let d = max_diff(&a, &b);
             assert!(d <= 2e-3, "{file} {kv:?}: CUDA {d} from the CPU");
             println!("ok: {file} {kv:?} cache on CUDA: {d:.2e} from the CPU");

@@ -338,6 +338,10 @@ impl<B: Backend> Model<B> {
             Some(_) => Some(c.new_tensor_2d(DType::F32, nkv, nt)?),
             None => None,
         };
+        // set anew before every run: a backend uploads inputs each time (weights once)
+        for t in [tokens, pos, mask].into_iter().chain(mask_swa) {
+            c.set_input(t)?;
+        }
         let mut x = c.get_rows(self.globals.tok_embd, tokens)?;
         if let Some(s) = self.hp.embd_scale {
             x = c.scale(x, s)?;
