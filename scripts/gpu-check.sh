@@ -222,7 +222,7 @@ if want llama; then
         tokens=$(tr -d '[] \n' <"$fx/tokens.json")
         rm -f "$LOG/tiny_llama_cuda.f32"
         timed "$LOG/llama.log" 90 "$RGML" run "$fx/tiny_llama_f32.gguf" --backend cuda \
-            --tokens "$tokens" --logits "$LOG/tiny_llama_cuda.f32"
+            --tokens "$tokens" --kv-type f32 --logits "$LOG/tiny_llama_cuda.f32"
         # max abs diff of two little-endian f32 files of the same length
         if python3 - "$LOG/tiny_llama_cuda.f32" "$fx/logits_f32_llamacpp.f32" <<'PY'; then res=PASS; fi
 import array, sys
