@@ -220,21 +220,9 @@ fn files_with_an_unknown_tensor_type_open() {
 fn dump_of_a_file_mixing_every_new_type_is_gguf_py() {
     use rgml::DType;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/iquant/random");
-    let types = [
-        DType::IQ4_NL,
-        DType::IQ4_XS,
-        DType::MXFP4,
-        DType::IQ1_S,
-        DType::IQ1_M,
-        DType::IQ2_XXS,
-        DType::IQ2_XS,
-        DType::IQ2_S,
-        DType::IQ3_XXS,
-        DType::IQ3_S,
-        DType::TQ1_0,
-        DType::TQ2_0,
-        DType::F64,
-    ];
+    // the block types after Q8_K in DType's table, and F64
+    let types: Vec<DType> = DType::QUANTIZED[12..].iter().copied().chain([DType::F64]).collect();
+    assert_eq!(types[0], DType::IQ4_NL);
     let data: Vec<(DType, Vec<u8>, Vec<u8>)> = types
         .iter()
         .map(|&t| {
