@@ -187,7 +187,7 @@ impl ChatTemplate {
     /// `bos_token` and `eos_token` are what the template sees as `bos_token`/`eos_token`.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
         let mut env = Environment::new();
-        configure(&mut env);
+        configure(&mut env).map_err(syntax_error)?;
         env.add_template_owned(TEMPLATE_NAME, generation_as_with(source)).map_err(syntax_error)?;
         Ok(ChatTemplate {
             env,
@@ -242,10 +242,10 @@ impl ChatTemplate {
 /// Sets `env` up as transformers sets up jinja2 (`ImmutableSandboxedEnvironment(trim_blocks=True,
 /// lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols])` plus its globals and
 /// `tojson`), with the Python shims of the `python` module.
-fn configure(env: &mut Environment<'static>) {
+fn configure(env: &mut Environment<'static>) -> Result<(), minijinja::Error> {
     let mut syntax = minijinja::syntax::SyntaxConfig::builder();
     syntax.trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false);
-    env.set_syntax(syntax.build().expect("the default delimiters are valid"));
+    env.set_syntax(syntax.build()?);
     // jinja2's default Undefined: prints as "", iterates as empty, is false, and an
     // attribute or item of it is an error.
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
@@ -259,6 +259,7 @@ fn configure(env: &mut Environment<'static>) {
     env.add_test("sequence", python::is_sequence);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
+    Ok(())
 }
 
 /// transformers' `{% generation %}...{% endgeneration %}` (its AssistantTracker extension,

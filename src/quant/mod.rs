@@ -169,7 +169,9 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         DType::IQ3_S => dequantize_blocks::<BlockIQ3_S>(src, dst),
         DType::TQ1_0 => dequantize_blocks::<BlockTQ1_0>(src, dst),
         DType::TQ2_0 => dequantize_blocks::<BlockTQ2_0>(src, dst),
-        DType::I8 | DType::I16 | DType::I32 | DType::I64 => unreachable!("refused by check_row"),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
+            return Err(Error::Unsupported { op: "dequantize_row", dtype });
+        }
     }
     Ok(())
 }
@@ -235,7 +237,7 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         | DType::I8
         | DType::I16
         | DType::I32
-        | DType::I64 => unreachable!("refused above"),
+        | DType::I64 => return Err(Error::Unsupported { op: "quantize_row", dtype }),
     }
     Ok(())
 }

@@ -3,8 +3,6 @@
 //! `str` methods whose Python meaning differs from minijinja-contrib's (whitespace is
 //! `str.isspace()`, `title()` is `str.title()`).
 
-use std::fmt::Write as _;
-
 use minijinja::value::{from_args, Kwargs, Rest, ValueKind};
 use minijinja::{Error, ErrorKind, Output, State, Value};
 
@@ -38,7 +36,7 @@ fn py_repr(value: &Value, out: &mut String) {
         ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
         ValueKind::Number if !value.is_integer() => match f64::try_from(value.clone()) {
             Ok(f) => out.push_str(&py_float(f)),
-            Err(_) => write!(out, "{value}").unwrap(),
+            Err(_) => out.push_str(&format!("{value}")),
         },
         ValueKind::String => py_str_repr(value.as_str().unwrap_or_default(), out),
         ValueKind::Seq => {
@@ -73,7 +71,7 @@ fn py_repr(value: &Value, out: &mut String) {
             }
             out.push('}');
         }
-        _ => write!(out, "{value}").unwrap(),
+        _ => out.push_str(&format!("{value}")),
     }
 }
 
@@ -88,8 +86,9 @@ pub(crate) fn py_float(f: f64) -> String {
     }
     // `{:e}` gives the shortest round-trip digits: "-1.2345e17", "1e-7", "0e0".
     let sci = format!("{:e}", f);
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} always has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
+    // `{:e}` always writes an integer exponent; the fallbacks are never taken.
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
     let (sign, mantissa) = match mantissa.strip_prefix('-') {
         Some(m) => ("-", m),
         None => ("", mantissa),
@@ -119,7 +118,7 @@ pub(crate) fn py_float(f: f64) -> String {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()).unwrap();
+        out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
     }
     out
 }
@@ -167,9 +166,9 @@ fn py_str_repr(s: &str, out: &mut String) {
                 out.push(c);
             }
             c if py_printable(c) => out.push(c),
-            c if (c as u32) < 0x100 => write!(out, "\\x{:02x}", c as u32).unwrap(),
-            c if (c as u32) < 0x10000 => write!(out, "\\u{:04x}", c as u32).unwrap(),
-            c => write!(out, "\\U{:08x}", c as u32).unwrap(),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
         }
     }
     out.push(quote);
@@ -350,7 +349,7 @@ pub(crate) fn tojson(value: &Value, positional: Rest<Value>, kwargs: Kwargs) -> 
     let indent = match arg(1, "indent")? {
         None => None,
         Some(v) if v.is_integer() => Some(" ".repeat(i64::try_from(v)?.max(0) as usize)),
-        Some(v) if v.as_str().is_some() => Some(v.as_str().unwrap().to_string()),
+        Some(ref v) if let Some(s) = v.as_str() => Some(s.to_string()),
         Some(v) => {
             return Err(Error::new(
                 ErrorKind::InvalidOperation,
@@ -406,7 +405,7 @@ fn json_value(value: &Value, opts: &JsonOpts, depth: usize, out: &mut String) ->
     match value.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
-        ValueKind::Number if value.is_integer() => write!(out, "{value}").unwrap(),
+        ValueKind::Number if value.is_integer() => out.push_str(&format!("{value}")),
         ValueKind::Number => {
             let f = f64::try_from(value.clone())?;
             out.push_str(&match f {
@@ -485,11 +484,11 @@ fn json_string(s: &str, ensure_ascii: bool, out: &mut String) {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => write!(out, "\\u{:04x}", c as u32).unwrap(),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c if ensure_ascii && (c as u32) > 0x7e => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
-                    write!(out, "\\u{:04x}", unit).unwrap();
+                    out.push_str(&format!("\\u{:04x}", unit));
                 }
             }
             c => out.push(c),

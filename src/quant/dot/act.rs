@@ -43,8 +43,7 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
     match t {
         DType::Q8_0 | DType::Q8_1 => {
             let bytes = t.type_size();
-            for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(bytes)) {
-                let x: &[f32; QK] = x.try_into().expect("a whole block");
+            for (x, out) in src.as_chunks::<QK>().0.iter().zip(dst.chunks_exact_mut(bytes)) {
                 let (d, qs, sum) = q8_block(x, avx2);
                 let d16 = f16::from_f32(d);
                 if t == DType::Q8_0 {
@@ -57,8 +56,7 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
         }
         #[cfg(target_arch = "x86_64")]
         DType::Q8_K if avx2 => {
-            for (x, out) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(size_of::<BlockQ8_K>())) {
-                let x: &[f32; QK_K] = x.try_into().expect("a whole block");
+            for (x, out) in src.as_chunks::<QK_K>().0.iter().zip(dst.chunks_exact_mut(size_of::<BlockQ8_K>())) {
                 // SAFETY: the CPU has AVX2+FMA+F16C (`avx2`)
                 let y = unsafe { x86::q8_k(x) };
                 out.copy_from_slice(bytemuck::bytes_of(&y));

@@ -54,8 +54,8 @@ fn tile(
                 let mut sum = out[j * stride + i];
                 for (c, blk) in row.chunks_exact(PREPARED_BLOCK).enumerate() {
                     let da = f32::from_le_bytes([blk[QK], blk[QK + 1], blk[QK + 2], blk[QK + 3]]);
-                    let qa: &[u8; QK] = blk[..QK].try_into().expect("a whole block");
-                    let isum: i32 = q[i][c].iter().zip(qa).map(|(&x, &y)| i32::from(x) * i32::from(y as i8)).sum();
+                    let isum: i32 =
+                        q[i][c].iter().zip(&blk[..QK]).map(|(&x, &y)| i32::from(x) * i32::from(y as i8)).sum();
                     sum += scale(isum, dw[i][c], da);
                 }
                 out[j * stride + i] = sum;
@@ -117,7 +117,7 @@ fn k_tile<const G: usize, const MINS: bool>(
         for (j, row) in a.iter().enumerate() {
             let y = &row[b * AB..(b + 1) * AB];
             let yd = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
-            let yq: &[u8; QK_K] = y[4..4 + QK_K].try_into().expect("a whole block");
+            let yq = &y[4..4 + QK_K];
             let bsum = |g: usize| i32::from(i16::from_le_bytes([y[260 + 2 * g], y[261 + 2 * g]]));
             for (i, x) in kb[..m].iter().enumerate() {
                 let mut isum = 0i32;
@@ -139,9 +139,9 @@ fn k_tile<const G: usize, const MINS: bool>(
 /// The f16 fields and 6-bit scales and mins of a Q4_K/Q5_K super-block.
 fn k4_head(blk: &[u8], x: &mut KBlock) {
     (x.d, x.dmin) = (f16_at(blk), f16_at(&blk[2..]));
-    let packed: &[u8; 12] = blk[4..16].try_into().expect("12 bytes");
+    let packed: [u8; 12] = std::array::from_fn(|i| blk[4 + i]);
     for g in 0..8 {
-        let (s, mi) = scale_min_k4(g, packed);
+        let (s, mi) = scale_min_k4(g, &packed);
         (x.sc[g], x.mins[g]) = (i32::from(s), i32::from(mi));
     }
 }
