@@ -214,6 +214,32 @@ impl DType {
     pub fn from_ggml_id(id: u32) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.ggml_id() == id)
     }
+    /// Why a ggml type id is not a [`DType`]: removed from ggml, known to ggml but
+    /// not implemented by rgml, or unknown.
+    pub(crate) fn unknown_id_reason(id: u32) -> String {
+        let removed = match id {
+            4 => Some("Q4_2"),
+            5 => Some("Q4_3"),
+            31 => Some("Q4_0_4_4"),
+            32 => Some("Q4_0_4_8"),
+            33 => Some("Q4_0_8_8"),
+            36 => Some("IQ4_NL_4_4"),
+            37 => Some("IQ4_NL_4_8"),
+            38 => Some("IQ4_NL_8_8"),
+            _ => None,
+        };
+        let unimplemented = match id {
+            40 => Some("NVFP4"),
+            41 => Some("Q1_0"),
+            42 => Some("Q2_0"),
+            _ => None,
+        };
+        match (removed, unimplemented) {
+            (Some(name), _) => format!("type id {id} ({name}) was removed from ggml"),
+            (_, Some(name)) => format!("type id {id} ({name}) is not supported by rgml"),
+            _ => format!("type id {id} is unknown to rgml"),
+        }
+    }
     /// The type with this ggml name (case-insensitive).
     pub fn from_name(name: &str) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(name))

@@ -68,7 +68,7 @@ impl UnknownTensor {
     /// Why rgml cannot use it: the id and, for ids ggml has used, the name
     /// (`"type id 4 (Q4_2) was removed from ggml"`).
     pub fn why(&self) -> String {
-        super::reader::type_id_error(self.type_id)
+        DType::unknown_id_reason(self.type_id)
     }
 }
 
@@ -179,14 +179,6 @@ macro_rules! getter {
 }
 
 impl GgufHeader {
-    /// Parses and validates the header of a whole GGUF file held in `bytes`.
-    ///
-    /// # Errors
-    /// [`Error::Gguf`] with the byte offset of the first problem found.
-    pub fn parse(bytes: &[u8]) -> Result<GgufHeader> {
-        super::reader::parse(bytes)
-    }
-
     /// The GGUF version (2 or 3).
     pub fn version(&self) -> u32 {
         self.version

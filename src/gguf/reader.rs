@@ -179,36 +179,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Why a ggml type id is not a [`DType`]: removed from ggml, known to ggml but
-/// not implemented by rgml, or unknown.
-pub(super) fn type_id_error(id: u32) -> String {
-    let removed = match id {
-        4 => Some("Q4_2"),
-        5 => Some("Q4_3"),
-        31 => Some("Q4_0_4_4"),
-        32 => Some("Q4_0_4_8"),
-        33 => Some("Q4_0_8_8"),
-        36 => Some("IQ4_NL_4_4"),
-        37 => Some("IQ4_NL_4_8"),
-        38 => Some("IQ4_NL_8_8"),
-        _ => None,
-    };
-    let unimplemented = match id {
-        40 => Some("NVFP4"),
-        41 => Some("Q1_0"),
-        42 => Some("Q2_0"),
-        _ => None,
-    };
-    match (removed, unimplemented) {
-        (Some(name), _) => format!("type id {id} ({name}) was removed from ggml"),
-        (_, Some(name)) => format!("type id {id} ({name}) is not supported by rgml"),
-        _ => format!("type id {id} is unknown to rgml"),
+impl GgufHeader {
+    /// Parses and validates the header of a whole GGUF file held in `bytes`
+    /// (tensor ranges are checked against its length).
+    ///
+    /// # Errors
+    /// [`Error::Gguf`] with the byte offset of the first problem found.
+    pub fn parse(bytes: &[u8]) -> Result<GgufHeader> {
+        parse(bytes)
     }
 }
 
-/// Parses the header of a GGUF file held in `bytes` (the whole file: tensor
-/// ranges are checked against its length).
-pub(crate) fn parse(bytes: &[u8]) -> Result<GgufHeader> {
+fn parse(bytes: &[u8]) -> Result<GgufHeader> {
     let mut c = Cursor { bytes, pos: 0 };
     if bytes.is_empty() {
         return Err(gguf_err(0, "empty file (no GGUF magic)"));
@@ -323,7 +305,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<GgufHeader> {
                 let msg = format!(
                     "tensor '{}' ({}) has {} elements but no bytes before the next tensor or the end of the file",
                     t.name,
-                    type_id_error(t.type_id),
+                    DType::unknown_id_reason(t.type_id),
                     t.n_elements
                 );
                 return Err(gguf_err(t.offset_at, msg));

@@ -6,7 +6,6 @@ mod elementwise;
 mod matmul;
 mod mem;
 mod norm;
-mod quant_copy;
 mod reduce;
 mod rope;
 mod rows;

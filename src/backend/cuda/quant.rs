@@ -2,7 +2,7 @@
 //! block-quantized (`cont`/`dup`/`cpy`), and `set_rows` into block types.
 //! The device code is `kernels/quant.cuh` (included by `copy.cu` and `rows.cu`).
 //!
-//! The paths mirror `src/backend/cpu/quant_copy.rs` so the bytes agree with
+//! The paths mirror `src/backend/cpu/copy/quant.rs` so the bytes agree with
 //! the CPU's: a same-type copy whose blocks line up moves blocks byte for byte
 //! (never requantizing); any other copy from a block type dequantizes each
 //! value exactly as the CPU does; a copy into Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 or

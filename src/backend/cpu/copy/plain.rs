@@ -1,5 +1,4 @@
-//! Copy kernels: `cont`, `dup`, `cpy` and reading tensors out. Values move in
-//! logical order (`ne[0]` fastest), converting between plain types.
+//! Copies between plain (not block-quantized) types, in logical order.
 //!
 //! Paths, fastest first: one flat memcpy (both packed, same type); per-row
 //! conversion (rows packed); a cache-blocked tile copy when the source is
@@ -7,17 +6,14 @@
 
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
-use super::mem::{Exec, Scalar, Strided};
+use crate::backend::cpu::mem::{Exec, Scalar, Strided};
 use crate::error::Result;
 
 /// Side of the square tiles of the transposing copy (elements).
 const TILE: usize = 64;
 
-/// Copies every element of `src` into `dst` (same element count).
-pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
-    if dst.l.dtype.is_quantized() || src.l.dtype.is_quantized() {
-        return super::quant_copy::copy(ex, op, dst, src);
-    }
+/// Copies every element of `src` into `dst` (same element count, plain types).
+pub(super) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
     let (sd, ss) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, src.l.dtype)?);
     let n = dst.l.nelements();
     if n == 0 || dst.same_as(&src) {
@@ -195,12 +191,4 @@ fn element_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar) {
             }
         }
     });
-}
-
-/// Reads any float tensor into a `Vec<f32>` in logical order.
-pub(crate) fn read_f32(src: Strided) -> Result<Vec<f32>> {
-    let mut out = vec![0f32; src.l.nelements() as usize];
-    let dst = Strided::of_f32(&mut out, src.l.ne)?;
-    copy(&Exec { pool: None }, "read", dst, src)?;
-    Ok(out)
 }

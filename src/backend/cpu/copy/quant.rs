@@ -5,8 +5,8 @@
 
 use std::sync::Mutex;
 
-use super::copy;
-use super::mem::{Exec, Strided};
+use super::plain;
+use crate::backend::cpu::mem::{Exec, Strided};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::quant;
@@ -36,7 +36,7 @@ impl FirstError {
 }
 
 /// Copies `src` into `dst` (same element count, logical order) when either is quantized.
-pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+pub(super) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
     let n = dst.l.nelements() as usize;
     if n == 0 || dst.same_as(&src) {
         return Ok(());
@@ -70,7 +70,7 @@ pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> R
             Ok(())
         })?;
     } else {
-        copy::copy(ex, op, as_src, src)?;
+        plain::copy(ex, op, as_src, src)?;
     }
     if dst.l.dtype.is_quantized() {
         each_block(ex, &dst.l, dst, |l, u, block, vals| {
@@ -82,7 +82,7 @@ pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> R
             quant::quantize_row(l.dtype, vals, unsafe { std::slice::from_raw_parts_mut(block, l.dtype.type_size()) })
         })
     } else {
-        copy::copy(ex, op, dst, as_dst)
+        plain::copy(ex, op, dst, as_dst)
     }
 }
 
@@ -140,12 +140,12 @@ fn row_through_f32(dst: Strided, src: Strided, row: &mut [f32]) -> Result<()> {
         // SAFETY: a packed row of src: `row_size` bytes inside its buffer.
         quant::dequantize_row(src.l.dtype, unsafe { std::slice::from_raw_parts(src.ptr(), src.l.row_size()) }, row)?;
     } else {
-        copy::copy(&one, "cpy", Strided::of_f32(row, ne)?, src)?;
+        plain::copy(&one, "cpy", Strided::of_f32(row, ne)?, src)?;
     }
     if dst.l.dtype.is_quantized() {
         // SAFETY: a packed row of dst, `row_size` bytes, written by this thread only.
         quant::quantize_row(dst.l.dtype, row, unsafe { std::slice::from_raw_parts_mut(dst.ptr(), dst.l.row_size()) })
     } else {
-        copy::copy(&one, "cpy", dst, Strided::of_f32(row, ne)?)
+        plain::copy(&one, "cpy", dst, Strided::of_f32(row, ne)?)
     }
 }
