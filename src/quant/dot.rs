@@ -55,6 +55,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 mod act;
+mod common;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -70,6 +71,8 @@ mod avx2;
 mod avx512;
 
 pub use act::quantize_activations;
+pub(crate) use common::DotFn;
+pub use common::{vec_dot_type, SimdLevel};
 
 /// The weight types `mul_mat` takes, each with a dot kernel for its partner.
 pub const WEIGHT_TYPES: [DType; 25] = [
@@ -99,13 +102,6 @@ pub const WEIGHT_TYPES: [DType; 25] = [
     DType::TQ1_0,
     DType::TQ2_0,
 ];
-
-/// A raw dot-product kernel: `f(n, w, a)` is the dot product of the `n`
-/// values in `w` (weight type) with the `n` values in `a` (its
-/// [`vec_dot_type`]). It asserts the length contract (a panic rather than a
-/// read past either slice); callers outside the crate go through
-/// [`DotKernel::dot`], which returns an error instead.
-pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 
 /// The dot-product kernel for one weight type at one [`SimdLevel`].
 #[derive(Clone, Copy, Debug)]
@@ -146,81 +142,6 @@ impl DotKernel {
     /// The unchecked kernel, for callers that have checked the lengths once.
     pub(crate) fn raw(&self) -> DotFn {
         self.f
-    }
-}
-
-/// An instruction-set level a kernel can be built for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SimdLevel {
-    /// Portable Rust, the reference.
-    Scalar,
-    /// x86-64 AVX2 with FMA and F16C (256-bit vectors).
-    Avx2,
-    /// x86-64 AVX-512 F/BW/VL with VNNI on top of [`SimdLevel::Avx2`]: 512-bit
-    /// float kernels, `vpdpbusd`/`vpdpwssd` in the integer ones.
-    Avx512,
-}
-
-impl SimdLevel {
-    /// Every level, slowest first.
-    pub const ALL: [SimdLevel; 3] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512];
-
-    /// Whether this CPU can run kernels of this level (runtime detection).
-    pub fn is_supported(self) -> bool {
-        match self {
-            SimdLevel::Scalar => true,
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => {
-                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
-            }
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => {
-                SimdLevel::Avx2.is_supported()
-                    && is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512vl")
-                    && is_x86_feature_detected!("avx512vnni")
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The best level this CPU supports, detected once per process.
-    pub fn detect() -> SimdLevel {
-        static BEST: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| SimdLevel::ALL.into_iter().rev().find(|l| l.is_supported()).unwrap_or(SimdLevel::Scalar))
-    }
-}
-
-/// The type an activation row must be converted to before it is dotted with a
-/// row of `w` (ggml-cpu's `type_traits_cpu[w].vec_dot_type`).
-///
-/// F32, F16 and BF16 pair with themselves; Q4_0, Q5_0, Q8_0, IQ4_NL and
-/// MXFP4 with Q8_0; Q4_1 and Q5_1 with Q8_1; Q2_K … Q6_K, IQ4_XS, the
-/// i-quants IQ1_S … IQ3_S and TQ1_0/TQ2_0 with Q8_K. The types without a dot
-/// kernel (Q8_1, Q8_K, F64 and the integer types; [`dot_fn`] refuses them)
-/// map to themselves.
-pub const fn vec_dot_type(w: DType) -> DType {
-    match w {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::MXFP4 => DType::Q8_0,
-        DType::Q4_1 | DType::Q5_1 => DType::Q8_1,
-        DType::Q2_K
-        | DType::Q3_K
-        | DType::Q4_K
-        | DType::Q5_K
-        | DType::Q6_K
-        | DType::IQ4_XS
-        | DType::IQ1_S
-        | DType::IQ1_M
-        | DType::IQ2_XXS
-        | DType::IQ2_XS
-        | DType::IQ2_S
-        | DType::IQ3_XXS
-        | DType::IQ3_S
-        | DType::TQ1_0
-        | DType::TQ2_0 => DType::Q8_K,
-        other => other,
     }
 }
 
@@ -286,68 +207,5 @@ pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
     {
         let _ = level;
         Some(SimdLevel::Scalar)
-    }
-}
-
-/// Every f16 (raw bits) as f32, exactly (bit for bit [`super::f16_to_f32`]):
-/// a scale costs one load instead of `vcvtph2ps`'s shuffle-port uops, or the
-/// scalar kernels' branches (256 KiB, like ggml-cpu's table on x86).
-static F16_TABLE: [f32; 1 << 16] = {
-    let mut t = [0f32; 1 << 16];
-    let mut h = 0;
-    while h < 1 << 16 {
-        let (sign, exp, man) = ((h as u32 & 0x8000) << 16, (h as u32 >> 10) & 0x1f, h as u32 & 0x3ff);
-        let bits = if exp == 0x1f {
-            sign | 0x7f80_0000 | (man << 13)
-        } else if exp != 0 {
-            sign | ((exp + 112) << 23) | (man << 13)
-        } else if man == 0 {
-            sign
-        } else {
-            // subnormal: normalize the mantissa
-            let shift = man.leading_zeros() - 21;
-            sign | ((113 - shift) << 23) | (((man << shift) & 0x3ff) << 13)
-        };
-        t[h] = f32::from_bits(bits);
-        h += 1;
-    }
-    t
-};
-
-/// An f16 scale (raw bits) as f32, from the table.
-#[inline(always)]
-fn f16t(bits: u16) -> f32 {
-    F16_TABLE[usize::from(bits)]
-}
-
-/// Checks the length contract of a kernel over `bs`-value blocks of `wb` weight
-/// bytes and `ab` activation bytes, returning the number of blocks. Inlined
-/// with constant sizes, the checks are a few instructions.
-///
-/// # Panics
-/// If `n` is not a whole number of blocks or a slice is too short; in debug
-/// builds also if a slice is longer than `n` values.
-#[inline(always)]
-#[track_caller]
-fn blocks(n: usize, w: &[u8], a: &[u8], bs: usize, wb: usize, ab: usize) -> usize {
-    let nb = n / bs;
-    // divisions, not `nb * wb`, so that no length can overflow past the check
-    assert!(
-        n.is_multiple_of(bs) && w.len() / wb >= nb && a.len() / ab >= nb,
-        "dot: {n} values need {nb} blocks of {wb} + {ab} bytes, got {} + {} bytes",
-        w.len(),
-        a.len()
-    );
-    debug_assert!(w.len() == nb * wb && a.len() == nb * ab, "dot: slices longer than {n} values");
-    nb
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn f16_table_is_exact() {
-        for h in 0..=u16::MAX {
-            assert_eq!(super::f16t(h).to_bits(), super::super::f16_to_f32(h).to_bits(), "{h:#06x}");
-        }
     }
 }

@@ -8,11 +8,13 @@
 //! the dequantizers and `quant::dot`'s scalar kernels both use them. There are
 //! no quantizers (ggml's need search tables and, for some, an importance matrix).
 
+use half::f16;
+
+use super::blocks::QK_K;
+use super::blocks_iq::{BlockIQ1_M, BlockIQ1_S, BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS, BlockIQ3_S, BlockIQ3_XXS};
+use super::common::{f16_to_f32, h2f, Block};
 use super::iq1s_grid::IQ1S_GRID;
 use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
-use super::{
-    h2f, Block, BlockIQ1_M, BlockIQ1_S, BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS, BlockIQ3_S, BlockIQ3_XXS, QK_K,
-};
 use crate::dtype::DType;
 
 /// IQ1_S's and IQ1_M's shift of the grid values, ±1/8.
@@ -82,6 +84,22 @@ impl Block for BlockIQ2_XXS {
     }
 }
 
+/// Dequantizes an IQ2_XS or IQ2_S super-block of scale `d` into `dst`: its 32
+/// points `point(p)` of 8 values, each times `d · (0.5 + scale(p / 2)) · 0.25`.
+///
+/// # Panics
+/// If `dst.len() != QK_K`.
+#[inline(always)]
+fn iq2_points(d: f16, dst: &mut [f32], scale: impl Fn(usize) -> u8, point: impl Fn(usize) -> ([u8; 8], u8)) {
+    assert_eq!(dst.len(), QK_K);
+    let d = h2f(d);
+    for p in 0..32 {
+        let db = d * (0.5 + f32::from(scale(p / 2))) * 0.25;
+        let (mag, signs) = point(p);
+        signed8(db, mag, signs, &mut dst[8 * p..]);
+    }
+}
+
 impl BlockIQ2_XS {
     /// Point `p` (0..32): 8 magnitudes and the sign mask.
     #[inline(always)]
@@ -101,13 +119,7 @@ impl Block for BlockIQ2_XS {
     const VALUES: usize = QK_K;
 
     fn dequantize(&self, dst: &mut [f32]) {
-        assert_eq!(dst.len(), QK_K);
-        let d = h2f(self.d);
-        for p in 0..32 {
-            let db = d * (0.5 + f32::from(self.scale(p / 2))) * 0.25;
-            let (mag, signs) = self.point(p);
-            signed8(db, mag, signs, &mut dst[8 * p..]);
-        }
+        iq2_points(self.d, dst, |h| self.scale(h), |p| self.point(p));
     }
 }
 
@@ -131,13 +143,7 @@ impl Block for BlockIQ2_S {
     const VALUES: usize = QK_K;
 
     fn dequantize(&self, dst: &mut [f32]) {
-        assert_eq!(dst.len(), QK_K);
-        let d = h2f(self.d);
-        for p in 0..32 {
-            let db = d * (0.5 + f32::from(self.scale(p / 2))) * 0.25;
-            let (mag, signs) = self.point(p);
-            signed8(db, mag, signs, &mut dst[8 * p..]);
-        }
+        iq2_points(self.d, dst, |h| self.scale(h), |p| self.point(p));
     }
 }
 
@@ -286,7 +292,7 @@ impl Block for BlockIQ1_M {
 
     fn dequantize(&self, dst: &mut [f32]) {
         assert_eq!(dst.len(), QK_K);
-        let d = super::f16_to_f32(self.d_bits());
+        let d = f16_to_f32(self.d_bits());
         for p in 0..32 {
             let dl = d * self.scale(p / 2) as f32;
             let (grid, negative) = self.point(p);

@@ -8,9 +8,11 @@
 //! `quantize_iq4_nl` and `quantize_iq4_xs`; `quantize_row_mxfp4_ref`) in the
 //! same f32 operations and order.
 
+use super::blocks::{QK, QK_K};
+use super::blocks_iq::{BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4};
+use super::common::{f2h, h2f, Block, Quantize};
 use super::iq_grids::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::search::{nearest_int, GROUP_MAX_EPS};
-use super::{f2h, h2f, Block, BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, Quantize, QK, QK_K};
 use crate::dtype::DType;
 
 /// The level of IQ4_NL's table as f32.

@@ -7,8 +7,9 @@
 //! [`super::search`]), quantize the group scales against the largest one, then
 //! requantize every value against the scale the dequantizer will actually see.
 
+use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
+use super::common::{f2h, h2f, Block, Quantize};
 use super::search::{affine, nearest_int, scale_min_k4, symmetric_q3, symmetric_weighted, Affine, GROUP_MAX_EPS};
-use super::{f2h, h2f, Block, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, Quantize, QK_K};
 use crate::dtype::DType;
 use bytemuck::Zeroable;
 

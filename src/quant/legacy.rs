@@ -6,7 +6,8 @@
 //! range (round half away from zero for the 8-bit types), and all arithmetic is
 //! in f32 in the same order.
 
-use super::{f2h, h2f, Block, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, Quantize, QK};
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
+use super::common::{f2h, h2f, Block, Quantize};
 use crate::dtype::DType;
 
 const HALF: usize = QK / 2;

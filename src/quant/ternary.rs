@@ -3,7 +3,9 @@
 //! ggml's reference quantizers `quantize_row_tq1_0_ref`/`quantize_row_tq2_0_ref`
 //! (which need no importance matrix).
 
-use super::{f2h, h2f, Block, BlockTQ1_0, BlockTQ2_0, Quantize, QK_K};
+use super::blocks::QK_K;
+use super::blocks_iq::{BlockTQ1_0, BlockTQ2_0};
+use super::common::{f2h, h2f, Block, Quantize};
 use crate::dtype::DType;
 
 /// Bytes of TQ1_0's five-trit part.

@@ -80,8 +80,9 @@
 //! [`dot_fn`]: super::dot::dot_fn
 //! [`dot_fn_scalar`]: super::dot::dot_fn_scalar
 
+use super::blocks::{QK, QK_K};
+use super::common::f16_to_f32;
 use super::dot::SimdLevel;
-use super::{QK, QK_K};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -89,90 +90,11 @@ use crate::error::{Error, Result};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod common;
 mod scalar;
 
-/// The base pointers of the `N` weight rows of one SIMD tile call; missing
-/// rows repeat row 0 (their lanes are never stored).
-#[cfg(target_arch = "x86_64")]
-struct Rows<const N: usize> {
-    ptr: [*const u8; N],
-    /// Bytes per block.
-    wb: usize,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl<const N: usize> Rows<N> {
-    /// # Panics
-    /// If `w` is empty.
-    fn new(w: &[&[u8]], wb: usize) -> Rows<N> {
-        let mut ptr = [w[0].as_ptr(); N];
-        for (p, r) in ptr.iter_mut().zip(w) {
-            *p = r.as_ptr();
-        }
-        Rows { ptr, wb }
-    }
-}
-
-/// Where a tile call's packed blocks (each level's `Packed`) come from: weight
-/// rows in their GGUF layout, packed block by block as they are used, or
-/// weights repacked ahead of time ([`TileKernel::pack_group`]).
-#[cfg(target_arch = "x86_64")]
-trait Blocks<P> {
-    /// Block `b`, packed.
-    ///
-    /// # Safety
-    /// `b` must be below the call's block count; the CPU must have the level's features.
-    unsafe fn get(&self, b: usize) -> P;
-}
-
-/// How far ahead of the block in use the repacked kernels prefetch their
-/// stream: 2.3 KiB (8 AVX-512 Q4_0 blocks, 16 AVX2 ones, one Q4_K super-block
-/// of 16 rows). One thread streaming 4096 × 4096 Q4_0 weights from L3 went
-/// from about 17.5 to 22 GB/s (no prefetch / 8 / 24 blocks ahead: 17.5, 22,
-/// 20.4 GB/s, same minutes).
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_AHEAD: usize = 2304;
-
-/// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`.
-/// A prefetch never faults, so an address past the end of the stream is
-/// harmless (and `wrapping_add` forms it without claiming it is in bounds).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn prefetch_ahead(p: *const u8, len: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    for line in 0..len.div_ceil(64) {
-        // SAFETY: a prefetch is a hint; it reads nothing and never faults.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * line).cast()) };
-    }
-}
-
-/// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
-/// correction `-off · Σ q`.
-pub const PREPARED_BLOCK: usize = 40;
-
-/// The unchecked form of a kernel.
-///
-/// # Safety
-/// `nb ≥ 1`; `1 ≤ w.len() ≤ mr` and every weight row holds `nb` blocks; every
-/// activation row holds `nb` prepared blocks; `out` holds
-/// `(a.len() - 1) · out_stride + w.len()` values (when `a` is not empty); the
-/// CPU supports the kernel's level.
-type RawTile = unsafe fn(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], out_stride: usize);
-
-/// Bytes of one block of a repacked Q4_0 group of `mr` rows
-/// ([`TileKernel::pack_group`]): their quant bytes transposed by dwords
-/// (4 vectors of `4 · mr` bytes), then their `mr` f16 scales; 18 bytes per
-/// row, as in the GGUF layout.
-pub const fn packed_q4_0_block(mr: usize) -> usize {
-    18 * mr
-}
-
-/// The unchecked form of a kernel on a repacked group.
-///
-/// # Safety
-/// `nb ≥ 1`; `group` holds `nb` packed blocks; `1 ≤ rows ≤ mr`; `a` and `out`
-/// as for [`RawTile`]; the CPU supports the kernel's level.
-type RawPacked = unsafe fn(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], out_stride: usize);
+pub use common::{packed_q4_0_block, PREPARED_BLOCK};
+use common::{RawPacked, RawTile};
 
 /// A register-tiled kernel for one weight type at one SIMD level (see the
 /// module docs). Cheap to copy; look it up once per matmul.
@@ -371,7 +293,7 @@ impl TileKernel {
         }
         let off = weight_offset(self.w);
         for (blk, dst) in a.chunks_exact(bytes).zip(out.chunks_exact_mut(PREPARED_BLOCK)) {
-            let d = super::f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+            let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
             let sum: i32 = blk[2..].iter().map(|&q| i32::from(q as i8)).sum();
             dst[..QK].copy_from_slice(&blk[2..]);
             dst[QK..QK + 4].copy_from_slice(&d.to_le_bytes());

@@ -3,8 +3,10 @@
 
 use half::f16;
 
-use super::super::{check_row, quantize_row, BlockQ8_0, BlockQ8_1, BlockQ8_K, QK, QK_K};
-use super::{scalar, vec_dot_type};
+use super::super::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K, QK, QK_K};
+use super::super::{check_row, quantize_row};
+use super::common::vec_dot_type;
+use super::scalar;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -37,7 +39,7 @@ pub fn quantize_activations(w: DType, src: &[f32], dst: &mut [u8]) -> Result<()>
     let t = vec_dot_type(w);
     check_row(OP, t, src.len(), dst.len())?;
     #[cfg(target_arch = "x86_64")]
-    let avx2 = super::SimdLevel::Avx2.is_supported();
+    let avx2 = super::common::SimdLevel::Avx2.is_supported();
     #[cfg(not(target_arch = "x86_64"))]
     let avx2 = false;
     match t {
@@ -132,7 +134,7 @@ mod x86 {
 
     use bytemuck::Zeroable;
 
-    use super::super::super::{BlockQ8_K, QK, QK_K};
+    use crate::quant::blocks::{BlockQ8_K, QK, QK_K};
 
     /// [`super::q8_x86`] with ggml-cpu's AVX2 instructions.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -266,7 +268,7 @@ mod tests {
 
     #[test]
     fn avx2_quantizers_match_scalar_bit_for_bit() {
-        if !crate::quant::dot::SimdLevel::Avx2.is_supported() {
+        if !crate::quant::dot::common::SimdLevel::Avx2.is_supported() {
             eprintln!("skipped: no AVX2");
             return;
         }

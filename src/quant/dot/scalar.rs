@@ -6,19 +6,17 @@
 //! partial sums (so the compiler can vectorize them) where ggml's scalar build
 //! sums in f64; the difference is float reassociation.
 
-use std::mem::size_of;
-
-use bytemuck::Pod;
-
-use super::super::search::scale_min_k4;
-use super::super::{
+use super::super::blocks::{
     BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,
-    BlockQ8_1, BlockQ8_K, QK, QK_K,
+    BlockQ8_1, QK, QK_K,
 };
-use super::{blocks, f16t, DotFn};
+use super::super::search::scale_min_k4;
+use super::common::{blocks, f16t, DotFn};
 use crate::dtype::DType;
+use loops::{h, kquant, legacy};
 
 mod iq;
+mod loops;
 
 /// The scalar kernel for weights of type `w`, if it has one.
 pub(super) fn kernel(w: DType) -> Option<DotFn> {
@@ -38,12 +36,6 @@ pub(super) fn kernel(w: DType) -> Option<DotFn> {
         DType::Q6_K => q6_k_q8_k,
         _ => return iq::kernel(w),
     })
-}
-
-/// An f16 field as f32.
-#[inline(always)]
-fn h(x: half::f16) -> f32 {
-    f16t(x.to_bits())
 }
 
 /// Dot of two runs of `n` floats of `WIDTH` bytes each, decoded by `load`,
@@ -76,29 +68,6 @@ fn f16_f16(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 fn bf16_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
     float_dot::<2>(n, w, a, |b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
-}
-
-/// Calls `f` on each pair of blocks of the first `nb` blocks of `w` and `a`,
-/// reading them in place when aligned and copying them out when not.
-#[inline(always)]
-fn each_block<X: Pod, Y: Pod>(nb: usize, w: &[u8], a: &[u8], mut f: impl FnMut(&X, &Y)) {
-    let (w, a) = (&w[..nb * size_of::<X>()], &a[..nb * size_of::<Y>()]);
-    match (bytemuck::try_cast_slice::<u8, X>(w), bytemuck::try_cast_slice::<u8, Y>(a)) {
-        (Ok(xs), Ok(ys)) => xs.iter().zip(ys).for_each(|(x, y)| f(x, y)),
-        _ => w
-            .chunks_exact(size_of::<X>())
-            .zip(a.chunks_exact(size_of::<Y>()))
-            .for_each(|(x, y)| f(&bytemuck::pod_read_unaligned(x), &bytemuck::pod_read_unaligned(y))),
-    }
-}
-
-/// A legacy-block kernel: `f` returns one block's contribution.
-#[inline(always)]
-fn legacy<X: Pod, Y: Pod>(n: usize, w: &[u8], a: &[u8], f: impl Fn(&X, &Y) -> f32) -> f32 {
-    let nb = blocks(n, w, a, QK, size_of::<X>(), size_of::<Y>());
-    let mut sum = 0f32;
-    each_block(nb, w, a, |x: &X, y: &Y| sum += f(x, y));
-    sum
 }
 
 /// `Σ q_w·q_a` over a block whose weight quants are `q(j)` (j < 32).
@@ -143,15 +112,6 @@ fn q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 fn q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     legacy(n, w, a, |x: &BlockQ8_0, y: &BlockQ8_0| idot32(&y.qs, |j| i32::from(x.qs[j])) as f32 * (h(x.d) * h(y.d)))
-}
-
-/// A k-quant kernel: `f` returns one super-block's contribution given Q8_K's `d`.
-#[inline(always)]
-fn kquant<X: Pod>(n: usize, w: &[u8], a: &[u8], f: impl Fn(&X, &BlockQ8_K) -> f32) -> f32 {
-    let nb = blocks(n, w, a, QK_K, size_of::<X>(), size_of::<BlockQ8_K>());
-    let mut sum = 0f32;
-    each_block(nb, w, a, |x: &X, y: &BlockQ8_K| sum += f(x, y));
-    sum
 }
 
 /// `Σ_g scale(g) · Σ_{i in group g} q(i)·y[i]` over groups of `G` values.

@@ -1,11 +1,11 @@
 //! Helpers shared by the x86-64 kernels (AVX2+FMA+F16C and up).
 //!
 //! The loads take raw pointers and read unaligned; their callers have checked
-//! the slice lengths once (see [`super::blocks`]).
+//! the slice lengths once (see [`blocks`](super::common::blocks)).
 
 use std::arch::x86_64::*;
 
-pub(super) use super::f16t;
+pub(super) use super::common::f16t;
 
 /// Sum of the 8 lanes.
 #[inline]

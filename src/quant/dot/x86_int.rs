@@ -23,12 +23,12 @@
 /// have `std::arch::x86_64::*` in scope.
 macro_rules! int_kernels {
     ($feat:literal) => {
-        use super::super::QK_K;
+        use super::super::blocks::QK_K;
+        use super::common::{blocks, DotFn};
         use super::x86::{
             bytes_from_bits, f16t, hsum_ps, hsum_ps128, k4_scales_mins, ld128, ld256, nibbles, pick_words, q3_scales,
             rd16, rd32, rdf32, scale2,
         };
-        use super::{blocks, DotFn};
 
         /// The quantized kernel of this level for weights of type `w`.
         fn int_kernel(w: crate::dtype::DType) -> Option<DotFn> {

@@ -4,16 +4,17 @@
 //! Q4_0 and the k-quants Q4_K, Q5_K, Q6_K have one; a Q8_0 block needs no
 //! unpacking, so there is nothing to share and the scalar dot kernel is as fast.
 
+use super::super::blocks::{QK, QK_K};
+use super::super::common::f16_to_f32;
 use super::super::search::scale_min_k4;
-use super::super::{QK, QK_K};
-use super::PREPARED_BLOCK;
+use super::common::PREPARED_BLOCK;
 
 /// Weight rows per call.
 pub(super) const MR: usize = 4;
 
 /// An f16 scale field (little-endian bytes) as f32.
 fn f16_at(b: &[u8]) -> f32 {
-    super::super::f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
+    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 
 /// Blocks unpacked at a time.

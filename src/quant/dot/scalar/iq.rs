@@ -7,14 +7,16 @@
 
 use std::mem::size_of;
 
+use super::super::super::blocks::{BlockQ8_0, BlockQ8_K, QK, QK_K};
+use super::super::super::blocks_iq::{
+    BlockIQ1_M, BlockIQ1_S, BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS, BlockIQ3_S, BlockIQ3_XXS, BlockIQ4_NL, BlockIQ4_XS,
+    BlockMXFP4, BlockTQ1_0, BlockTQ2_0,
+};
 use super::super::super::iq::IQ1_DELTA;
 use super::super::super::iq4::e8m0_half;
 use super::super::super::iq_grids::{KVALUES_IQ4NL, KVALUES_MXFP4};
-use super::super::super::{
-    BlockIQ1_M, BlockIQ1_S, BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS, BlockIQ3_S, BlockIQ3_XXS, BlockIQ4_NL, BlockIQ4_XS,
-    BlockMXFP4, BlockQ8_0, BlockQ8_K, BlockTQ1_0, BlockTQ2_0, QK, QK_K,
-};
-use super::{blocks, each_block, h, kquant, legacy, DotFn};
+use super::super::common::{blocks, f16t, DotFn};
+use super::loops::{each_block, h, kquant, legacy};
 use crate::dtype::DType;
 
 /// The kernel of a type of this module.
@@ -86,20 +88,26 @@ fn point_dot(mag: [u8; 8], signs: u8, y: &[i8]) -> i32 {
         .sum()
 }
 
+/// `Σ_g scale(g) · Σ_l point_dot(point(g, l))` over the 8 groups of 4 points
+/// of 8 values of IQ2_XXS, IQ3_XXS and IQ3_S.
+#[inline(always)]
+fn grouped_points(y: &[i8; QK_K], scale: impl Fn(usize) -> i32, point: impl Fn(usize, usize) -> ([u8; 8], u8)) -> i32 {
+    (0..8)
+        .map(|g| {
+            let sumi: i32 = (0..4)
+                .map(|l| {
+                    let (mag, signs) = point(g, l);
+                    point_dot(mag, signs, &y[32 * g + 8 * l..])
+                })
+                .sum();
+            sumi * scale(g)
+        })
+        .sum()
+}
+
 fn iq2_xxs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let sumf = kquant(n, w, a, |x: &BlockIQ2_XXS, y| {
-        let bsum: i32 = (0..8)
-            .map(|g| {
-                let ls = 2 * (x.words(g).1 >> 28) as i32 + 1;
-                let sumi: i32 = (0..4)
-                    .map(|l| {
-                        let (mag, signs) = x.point(g, l);
-                        point_dot(mag, signs, &y.qs[32 * g + 8 * l..])
-                    })
-                    .sum();
-                sumi * ls
-            })
-            .sum();
+        let bsum = grouped_points(&y.qs, |g| 2 * (x.words(g).1 >> 28) as i32 + 1, |g, l| x.point(g, l));
         (h(x.d) * y.d) * bsum as f32
     });
     0.125 * sumf
@@ -136,18 +144,7 @@ fn iq2_s_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 fn iq3_xxs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let sumf = kquant(n, w, a, |x: &BlockIQ3_XXS, y| {
-        let bsum: i32 = (0..8)
-            .map(|g| {
-                let ls = 2 * (x.word(g) >> 28) as i32 + 1;
-                let sumi: i32 = (0..4)
-                    .map(|l| {
-                        let (mag, signs) = x.point(g, l);
-                        point_dot(mag, signs, &y.qs[32 * g + 8 * l..])
-                    })
-                    .sum();
-                sumi * ls
-            })
-            .sum();
+        let bsum = grouped_points(&y.qs, |g| 2 * (x.word(g) >> 28) as i32 + 1, |g, l| x.point(g, l));
         (h(x.d) * y.d) * bsum as f32
     });
     0.25 * sumf
@@ -155,17 +152,7 @@ fn iq3_xxs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 fn iq3_s_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     kquant(n, w, a, |x: &BlockIQ3_S, y| {
-        let bsum: i32 = (0..8)
-            .map(|g| {
-                let sumi: i32 = (0..4)
-                    .map(|l| {
-                        let (mag, signs) = x.point(g, l);
-                        point_dot(mag, signs, &y.qs[32 * g + 8 * l..])
-                    })
-                    .sum();
-                sumi * (2 * i32::from(x.scale(g)) + 1)
-            })
-            .sum();
+        let bsum = grouped_points(&y.qs, |g| 2 * i32::from(x.scale(g)) + 1, |g, l| x.point(g, l));
         (h(x.d) * y.d) * bsum as f32
     })
 }
@@ -206,7 +193,7 @@ fn iq1_m_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
             sumi1 += s1 * ls;
             sumi2 += s2 * ls;
         }
-        (super::super::f16t(x.d_bits()) * y.d) * (sumi1 as f32 + IQ1_DELTA * sumi2 as f32)
+        (f16t(x.d_bits()) * y.d) * (sumi1 as f32 + IQ1_DELTA * sumi2 as f32)
     })
 }
 

@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
+use super::lanes::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
 
 /// Bytes of a Q8_K block.
 const QB: usize = 292;
@@ -281,7 +281,7 @@ unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f
 /// The k-quant tile loop: `$wb`-byte weight super-blocks packed `KC_K` at a
 /// time into `$ty` by `$pack(rows, b)`, then every activation row meets the
 /// chunk through `$group::<$pre.., N>` (N = `NR_K`, then 2, then 1). Expands
-/// inside an unsafe function with the contract of `super::super::RawTile`.
+/// inside an unsafe function with the contract of `super::super::common::RawTile`.
 macro_rules! k_tile {
     ($nb:expr, $w:expr, $a:expr, $out:expr, $stride:expr, $wb:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {{
         let (nb, a, stride) = ($nb, $a, $stride);
@@ -329,26 +329,26 @@ macro_rules! k_tile {
 /// Q4_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in super::super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, w, a, out, stride, 144, PackedK, pack_k4::<false>, group_k4[8])
 }
 
 /// Q5_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in super::super) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, w, a, out, stride, 176, PackedK, pack_k4::<true>, group_k4[4])
 }
 
 /// Q6_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in super::super) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, w, a, out, stride, 210, Packed6, pack_q6_k, group_q6[])
 }

@@ -11,8 +11,8 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::{bcast, scales, transpose32, transpose4, Rows, MR};
+use super::super::common::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, scales, transpose32, transpose4, Rows, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
@@ -177,7 +177,7 @@ unsafe fn group<const Q8: bool, const N: usize>(
 /// The tile loop over the blocks of `w` (`rows` weight rows); `Q8` picks the products.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level, with `w` giving
+/// The contract of `super::super::common::RawTile`, at this level, with `w` giving
 /// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -230,30 +230,23 @@ unsafe fn tile<const Q8: bool>(
 /// Q4_0 weights.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
-pub(in super::super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile::<false>(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
 }
 
 /// Q8_0 weights.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
-pub(in super::super) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile::<true>(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
 }
 
 /// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
 ///
 /// # Safety
-/// The contract of `super::super::RawPacked`, at this level.
-pub(in super::super) unsafe fn q4_0_packed(
-    nb: usize,
-    group: &[u8],
-    rows: usize,
-    a: &[&[u8]],
-    out: &mut [f32],
-    stride: usize,
-) {
+/// The contract of `super::super::common::RawPacked`, at this level.
+pub(crate) unsafe fn q4_0_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile::<false>(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
 }

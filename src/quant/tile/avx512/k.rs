@@ -20,8 +20,8 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{prefetch_ahead, Blocks};
-use super::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
+use super::super::common::{prefetch_ahead, Blocks};
+use super::lanes::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
 
 /// Bytes of a Q8_K block.
 const QB: usize = 292;
@@ -411,7 +411,7 @@ unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f
 /// The k-quant tile loop: `$rows` weight rows' super-blocks packed `KC_K` at
 /// a time into `$ty` by the block source `$src`, then every activation row meets the
 /// chunk through `$group::<N>` (N = `NR_K`, then 2, then 1). Expands inside
-/// an unsafe function with the contract of `super::super::RawTile`.
+/// an unsafe function with the contract of `super::super::common::RawTile`.
 macro_rules! k_tile {
     ($nb:expr, $src:expr, $rows:expr, $a:expr, $out:expr, $stride:expr, $ty:ty, $group:ident) => {{
         let (nb, a, stride, src) = ($nb, $a, $stride, $src);
@@ -458,25 +458,18 @@ macro_rules! k_tile {
 /// Q4_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(in super::super) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, K4Rows::<false>(Rows::new(w, 144)), w.len(), a, out, stride, PackedK, group_k4)
 }
 
 /// A group of Q4_K weight rows repacked by `TileKernel::pack_group`.
 ///
 /// # Safety
-/// The contract of `super::super::RawPacked`, at this level.
+/// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(in super::super) unsafe fn q4_k_packed(
-    nb: usize,
-    group: &[u8],
-    rows: usize,
-    a: &[&[u8]],
-    out: &mut [f32],
-    stride: usize,
-) {
+pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     if let [a] = a {
         let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
         return single_q4_k_packed(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), mask);
@@ -487,17 +480,17 @@ pub(in super::super) unsafe fn q4_k_packed(
 /// Q5_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(in super::super) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, K4Rows::<true>(Rows::new(w, 176)), w.len(), a, out, stride, PackedK, group_k4)
 }
 
 /// Q6_K weights (activations: Q8_K rows as they are).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
+/// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(in super::super) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+pub(crate) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     k_tile!(nb, Q6KRows(Rows::new(w, 210)), w.len(), a, out, stride, Packed6, group_q6)
 }

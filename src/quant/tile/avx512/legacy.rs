@@ -18,8 +18,8 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::{bcast, scales, transpose16, transpose32, Rows, MR};
+use super::super::common::{prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, scales, transpose16, transpose32, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
 const KC: usize = 32;
@@ -141,7 +141,7 @@ impl Blocks<Packed> for Q8_0Rows {
 impl Blocks<Packed> for Q4_0Packed {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
-        const BLOCK: usize = super::super::packed_q4_0_block(MR);
+        const BLOCK: usize = super::super::common::packed_q4_0_block(MR);
         let p = self.0.add(b * BLOCK);
         // the stream is sequential but the kernel outruns the L3
         prefetch_ahead(p, BLOCK);
@@ -186,7 +186,7 @@ unsafe fn single(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, 
 /// The tile loop over the blocks of `w` (`rows` weight rows).
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level, with `w` giving
+/// The contract of `super::super::common::RawTile`, at this level, with `w` giving
 /// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -236,30 +236,23 @@ unsafe fn tile(nb: usize, w: &impl Blocks<Packed>, rows: usize, a: &[&[u8]], out
 /// Q4_0 weights.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
-pub(in super::super) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
 }
 
 /// Q8_0 weights.
 ///
 /// # Safety
-/// The contract of `super::super::RawTile`, at this level.
-pub(in super::super) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
 }
 
 /// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
 ///
 /// # Safety
-/// The contract of `super::super::RawPacked`, at this level.
-pub(in super::super) unsafe fn q4_0_packed(
-    nb: usize,
-    group: &[u8],
-    rows: usize,
-    a: &[&[u8]],
-    out: &mut [f32],
-    stride: usize,
-) {
+/// The contract of `super::super::common::RawPacked`, at this level.
+pub(crate) unsafe fn q4_0_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
 }

@@ -1,0 +1,108 @@
+//! The lane layout of the AVX2 tiles ([`MR`] weight rows, one per lane) and the
+//! loads and transposes that [`super::legacy`] and [`super::k`] share.
+
+use std::arch::x86_64::*;
+
+/// Weight rows per call.
+pub(crate) const MR: usize = 8;
+
+/// The rows of one call ([`super::super::common::Rows`]), one per lane.
+pub(super) type Rows = super::super::common::Rows<MR>;
+
+/// An unaligned i32, broadcast.
+///
+/// # Safety
+/// `p..p + 4` must be readable; the CPU must have AVX.
+#[inline(always)]
+pub(super) unsafe fn bcast(p: *const u8) -> __m256i {
+    _mm256_set1_epi32(p.cast::<i32>().read_unaligned())
+}
+
+/// The scales of the blocks at `p[r] + off`, as f32 bits.
+///
+/// # Safety
+/// Every `p[r] + off` must point at a block; the CPU must have AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn scales(p: &[*const u8; MR], off: usize) -> __m256i {
+    let mut d = [0u16; MR];
+    for r in 0..MR {
+        d[r] = u16::from_le(p[r].add(off).cast::<u16>().read_unaligned());
+    }
+    _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(d.as_ptr().cast())))
+}
+
+/// A 4 × 4 dword transpose within each 128-bit lane: dword `4L + g` of
+/// result `e` is dword `e` of lane `L` of `z[g]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn transpose4(z: [__m256i; 4]) -> [__m256i; 4] {
+    let a0 = _mm256_unpacklo_epi32(z[0], z[1]);
+    let a1 = _mm256_unpackhi_epi32(z[0], z[1]);
+    let a2 = _mm256_unpacklo_epi32(z[2], z[3]);
+    let a3 = _mm256_unpackhi_epi32(z[2], z[3]);
+    [
+        _mm256_unpacklo_epi64(a0, a2),
+        _mm256_unpackhi_epi64(a0, a2),
+        _mm256_unpacklo_epi64(a1, a3),
+        _mm256_unpackhi_epi64(a1, a3),
+    ]
+}
+
+/// The 32 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane
+/// `r` of vector `e` holds bytes `4e..4e + 4` of row `r`.
+///
+/// # Safety
+/// `p[r] + off .. + 32` must be readable for every row; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m256i; 8] {
+    let (mut zl, mut zh) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+    for g in 0..4 {
+        zl[g] = _mm256_loadu_si256(p[g].add(off).cast());
+        zh[g] = _mm256_loadu_si256(p[g + 4].add(off).cast());
+    }
+    // lane 0 of lo[e] holds dword e of rows 0..4, lane 1 dword 4 + e; hi[e] rows 4..8
+    let (lo, hi) = (transpose4(zl), transpose4(zh));
+    let mut out = [_mm256_setzero_si256(); 8];
+    for e in 0..4 {
+        out[e] = _mm256_permute2x128_si256::<0x20>(lo[e], hi[e]);
+        out[4 + e] = _mm256_permute2x128_si256::<0x31>(lo[e], hi[e]);
+    }
+    out
+}
+
+/// The first `m` values at `o[j]` as 8-lane accumulators (the rest zero),
+/// or zeros when `first`.
+///
+/// # Safety
+/// Unless `first`, `m ≤ MR` values at each `o[j]` must be readable; the CPU must have AVX.
+#[inline(always)]
+pub(super) unsafe fn load_acc<const N: usize>(o: [*mut f32; N], m: usize, first: bool) -> [__m256; N] {
+    let mut acc = [_mm256_setzero_ps(); N];
+    if !first {
+        for j in 0..N {
+            let mut v = [0f32; MR];
+            std::ptr::copy_nonoverlapping(o[j], v.as_mut_ptr(), m);
+            acc[j] = _mm256_loadu_ps(v.as_ptr());
+        }
+    }
+    acc
+}
+
+/// Stores the first `m` lanes of each accumulator at `o[j]`.
+///
+/// # Safety
+/// `m ≤ MR` values at each `o[j]` must be writable; the CPU must have AVX.
+#[inline(always)]
+pub(super) unsafe fn store_acc<const N: usize>(o: [*mut f32; N], m: usize, acc: [__m256; N]) {
+    for j in 0..N {
+        if m == MR {
+            _mm256_storeu_ps(o[j], acc[j]);
+        } else {
+            let mut v = [0f32; MR];
+            _mm256_storeu_ps(v.as_mut_ptr(), acc[j]);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), o[j], m);
+        }
+    }
+}
