@@ -1,4 +1,4 @@
-// Elementwise unary ops and scale. op: 0 relu, 1 gelu (tanh approximation, f16-rounded),
+// Elementwise unary ops and scale, and the gated linear units. op: 0 relu, 1 gelu (tanh approximation, f16-rounded),
 // 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 7 scale by `param` (UNARY_* in
 // src/backend/cuda/kernels.rs). Same formulas as src/backend/cpu/elementwise.rs.
 // Compiled with prelude.cuh prepended.
@@ -48,5 +48,17 @@ extern "C" __global__ void rg_unary_f32_contig4(int op, float param, float* dst,
 extern "C" __global__ void rg_unary(int op, float param, char* dst, RgT d, const char* a, RgT ta, i64 n) {
     RG_GRID_STRIDE(i, n) {
         rg_store(dst + rg_offset(d, i), d.type, rg_unop(op, param, rg_load(a + rg_offset(ta, i), ta.type)));
+    }
+}
+
+// Gated linear units: dst = f(a) * b, all of one shape, any strides and plain
+// types. op: 0 swiglu (silu), 1 geglu (the f16-rounded GELU; exactly 0 from
+// -10 down, as ggml), as glu() in src/backend/cpu/elementwise.rs.
+extern "C" __global__ void rg_glu(int op, char* dst, RgT d, const char* a, RgT ta, const char* b, RgT tb, i64 n) {
+    RG_GRID_STRIDE(i, n) {
+        const float x = rg_load(a + rg_offset(ta, i), ta.type);
+        const float g = rg_load(b + rg_offset(tb, i), tb.type);
+        const float y = op == 0 ? rg_unop(2, 0.0f, x) * g : (x <= -10.0f ? 0.0f : rg_unop(1, 0.0f, x) * g);
+        rg_store(dst + rg_offset(d, i), d.type, y);
     }
 }

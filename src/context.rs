@@ -182,7 +182,7 @@ impl Context {
         ne4[..ne.len()].copy_from_slice(ne);
         let layout = Layout::contiguous(dtype, ne4)?;
         let data = data(&layout)?;
-        let id = self.push(Tensor::new(layout, Op::Leaf, vec![]))?;
+        let id = self.push(Tensor::new(layout, Op::Leaf))?;
         self.data[id.index()] = data;
         Ok(id)
     }
@@ -304,7 +304,7 @@ impl Context {
 
     fn leaf_buffer(&mut self, id: TensorId) -> Result<&mut HostBuffer> {
         let t = self.tensor(id)?;
-        if t.op != Op::Leaf {
+        if !t.op.is_leaf() {
             return Err(Error::Invalid(format!(
                 "{}: data can only be set on a leaf, this is a {} node",
                 self.label(id),
@@ -371,7 +371,7 @@ impl Context {
         for &s in &t.src {
             self.tensor(s)?;
         }
-        if t.op != Op::Leaf && !t.op.is_metadata() {
+        if t.op.is_compute() {
             if t.writes_in_place() {
                 self.check_write(&t)?;
             }
@@ -436,21 +436,5 @@ impl Context {
             }
         }
         Ok(())
-    }
-}
-
-impl Tensor {
-    pub(crate) fn new(layout: Layout, op: Op, src: Vec<TensorId>) -> Tensor {
-        Tensor {
-            layout,
-            op,
-            src,
-            view_src: None,
-            view_offs: 0,
-            name: String::new(),
-            flags: Flags::default(),
-            after: Vec::new(),
-            after_readers: Vec::new(),
-        }
     }
 }

@@ -88,6 +88,15 @@ pub enum Error {
     /// Invalid argument to an API call.
     #[error("{0}")]
     Invalid(String),
+    /// A broken invariant of rgml itself (a bug, not bad input): what failed
+    /// and the source location that found it.
+    #[error("rgml bug at {location}: {msg}")]
+    Internal {
+        /// What failed.
+        msg: String,
+        /// Where it was found.
+        location: &'static std::panic::Location<'static>,
+    },
     /// A backend or library that is not present on this machine.
     #[error("{what} is not available: {why}")]
     Unavailable {
@@ -136,6 +145,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::Internal`] at the caller's source location.
+    #[track_caller]
+    pub(crate) fn internal(msg: impl Into<String>) -> Self {
+        Error::Internal { msg: msg.into(), location: std::panic::Location::caller() }
+    }
     pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
     }

@@ -13,7 +13,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::tensor::{Op, TensorId};
+use crate::tensor::TensorId;
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -91,7 +91,7 @@ impl Graph {
         }
         added.sort_unstable();
         let (leafs, nodes): (Vec<TensorId>, Vec<TensorId>) =
-            added.into_iter().partition(|&id| ctx.tensor(id).map(|t| t.op == Op::Leaf).unwrap_or(false));
+            added.into_iter().partition(|&id| ctx.tensor(id).map(|t| t.op.is_leaf()).unwrap_or(false));
         merge_sorted(&mut self.nodes, nodes);
         merge_sorted(&mut self.leafs, leafs);
         if !self.outputs.contains(&out) {
@@ -199,7 +199,7 @@ impl Graph {
                 label.push_str("\\n");
                 label.push_str(&extra.replace('"', "'"));
             }
-            let shape = if t.op() == Op::Leaf { "box" } else { "ellipse" };
+            let shape = if t.op().is_leaf() { "box" } else { "ellipse" };
             let color = if t.writes_in_place() { ", color=red" } else { "" };
             let _ = writeln!(
                 s,

@@ -28,8 +28,10 @@ pub mod error;
 pub mod gguf;
 pub mod graph;
 pub mod host;
+mod id;
 pub mod layout;
 pub mod load;
+pub mod op;
 pub mod ops;
 pub mod plan;
 pub mod quant;
@@ -46,8 +48,9 @@ pub use graph::{Dep, Graph};
 pub use host::{Element, HostBuffer};
 pub use layout::{Layout, Overlap};
 pub use load::{load_gguf, Weights};
+pub use op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 pub use plan::{Allocator, NoReuse, Place, Plan, PlanStats, ReuseRules, CPU_ALIGNMENT, CUDA_ALIGNMENT};
-pub use tensor::{BinaryOp, Flags, Op, RopeParams, Tensor, TensorId, UnaryOp};
+pub use tensor::{Flags, Tensor, TensorId};
 
 pub use half::{bf16, f16};
 

@@ -30,7 +30,8 @@ impl Workload {
     /// A graph computing every one of `outputs` (the last is [`Workload::output`]).
     fn with_outputs(name: &'static str, what: String, ctx: Context, outputs: &[TensorId]) -> Result<Workload> {
         let graph = Graph::build(&ctx, outputs)?;
-        let output = *outputs.last().ok_or_else(|| crate::Error::Invalid("a workload needs an output".into()))?;
+        let output =
+            *outputs.last().ok_or_else(|| crate::error::Error::Invalid("a workload needs an output".into()))?;
         Ok(Workload { name, what, ctx, graph, output })
     }
     /// Bytes the graph's nodes must read and write, each element once.
@@ -47,8 +48,8 @@ impl Workload {
         let mut sum = 0;
         for &n in self.graph.nodes() {
             let t = self.ctx.tensor(n)?;
-            if t.op() == crate::tensor::Op::MulMat {
-                sum += self.ctx.tensor(t.src()[0])?.layout().nbytes() as u64;
+            if let Some(w) = t.op().weight() {
+                sum += self.ctx.tensor(w)?.layout().nbytes() as u64;
             }
         }
         Ok(sum)
@@ -141,7 +142,7 @@ pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
 pub fn matmul_mapped(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let mut tmp = Context::new();
     let w = weights(&mut tmp, dtype, m, k)?;
-    let bytes = tmp.leaf_bytes(w).ok_or_else(|| crate::Error::NoData(tmp.label(w)))?.to_vec();
+    let bytes = tmp.leaf_bytes(w).ok_or_else(|| crate::error::Error::NoData(tmp.label(w)))?.to_vec();
     let path = std::env::temp_dir().join(format!("rgml-workload-{}-{dtype}-{m}x{k}.gguf", std::process::id()));
     let mut file = crate::gguf::GgufWriter::new();
     file.add_tensor("w", dtype, &[k, m], bytes)?;
@@ -168,7 +169,7 @@ fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Re
     let q = ctx.new_tensor_2d(dtype, ne[0], ne[1])?;
     let qc = ctx.cpy(src, q)?;
     let g = Graph::build(ctx, &[qc])?;
-    let st = crate::CpuBackend::new(0)?.run(ctx, &g)?;
+    let st = crate::backend::cpu::CpuBackend::new(0)?.run(ctx, &g)?;
     let bytes = st.read_bytes(ctx, q)?;
     (0..count)
         .map(|_| {
@@ -183,7 +184,7 @@ fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Re
 /// type `dtype` (F32, F16 or BF16): a GEMM with no conversion in the graph.
 pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(crate::Error::Unsupported { op: "matmul_float workload", dtype });
+        return Err(crate::error::Error::Unsupported { op: "matmul_float workload", dtype });
     }
     let mut ctx = Context::new();
     let wf = filled(&mut ctx, &[k, m], 3)?;
@@ -203,7 +204,7 @@ pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
 /// reads its weights from memory, and the per-graph overhead is shared.
 pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize) -> Result<Workload> {
     if count == 0 {
-        return Err(crate::Error::Invalid("matvecs workload: count must be at least 1".into()));
+        return Err(crate::error::Error::Invalid("matvecs workload: count must be at least 1".into()));
     }
     let mut ctx = Context::new();
     let wf = filled(&mut ctx, &[k, m], 3)?;
@@ -231,7 +232,7 @@ pub fn memory_bound(n: i64) -> Result<Vec<Workload>> {
 /// workers steal (as the kernels' work is split), each summed with 16
 /// independent accumulators so that it runs at memory speed: the read
 /// baseline the `mul_mat` benchmarks compare with.
-pub fn parallel_sum(cpu: &crate::CpuBackend, v: &[f32]) -> f32 {
+pub fn parallel_sum(cpu: &crate::backend::cpu::CpuBackend, v: &[f32]) -> f32 {
     use rayon::prelude::*;
     cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum())
 }

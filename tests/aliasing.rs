@@ -126,7 +126,7 @@ fn cpy_into_a_strided_view() {
     let k = ctx.new_f32(&[3], &[7., 8., 9.]).unwrap();
     let slot = ctx.view_1d(cache, 3, 2 * 12).unwrap();
     let w = ctx.cpy(k, slot).unwrap();
-    assert_eq!(ctx.tensor(w).unwrap().op(), Op::Cpy);
+    assert_eq!(ctx.tensor(w).unwrap().op(), Op::Cpy { src: k, dst: slot });
     let total = ctx.sum_rows(cache).unwrap();
     let g = Graph::build(&ctx, &[total]).unwrap();
     let st = cpu().run(&ctx, &g).unwrap();

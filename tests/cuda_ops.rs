@@ -6,7 +6,7 @@
 
 mod common;
 use common::{cuda, Rng};
-use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, Graph, RopeParams, TensorId, UnaryOp};
+use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, TensorId, UnaryOp};
 
 fn leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64], r: f32) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
@@ -87,6 +87,37 @@ fn unary_and_scale() {
         let a = leaf(ctx, &mut rng, &[33, 4, 3, 1], 3.0);
         let p = ctx.permute(a, [2, 0, 1, 3]).unwrap();
         vec![ctx.unary(UnaryOp::Gelu, a, false).unwrap(), ctx.unary(UnaryOp::Gelu, p, false).unwrap()]
+    });
+}
+
+/// The gated linear units: split operands (one transposed), the halves of
+/// one tensor, F16 operands; geglu within one f16 step of GELU.
+#[test]
+fn glu_split_halves_and_types() {
+    check("swiglu", 1e-5, |ctx| {
+        let mut rng = Rng(21);
+        let a = leaf(ctx, &mut rng, &[33, 6, 2, 1], 8.0);
+        let bt = leaf(ctx, &mut rng, &[6, 33, 2, 1], 2.0);
+        let bt = ctx.transpose(bt).unwrap();
+        let h = leaf(ctx, &mut rng, &[2 * 17, 5, 3, 1], 8.0);
+        let (a16, b16) =
+            (ctx.new_tensor(DType::F16, &[33, 6, 2, 1]).unwrap(), ctx.new_tensor(DType::F16, &[33, 6, 2, 1]).unwrap());
+        let (ca, cb) = (ctx.cpy(a, a16).unwrap(), ctx.cpy(bt, b16).unwrap());
+        vec![
+            ctx.swiglu_split(a, bt).unwrap(),
+            ctx.swiglu(h).unwrap(),
+            ctx.glu(GluOp::Swiglu, h, true).unwrap(),
+            ctx.swiglu_split(ca, cb).unwrap(),
+        ]
+    });
+    check("geglu", GELU_TOL, |ctx| {
+        let mut rng = Rng(22);
+        let mut v = rng.vec(33 * 6, 12.0);
+        v[..4].copy_from_slice(&[-10.0, 10.0, -10.5, 10.5]);
+        let a = ctx.new_f32(&[33, 6], &v).unwrap();
+        let b = leaf(ctx, &mut rng, &[33, 6], 2.0);
+        let h = leaf(ctx, &mut rng, &[2 * 17, 5, 3, 1], 8.0);
+        vec![ctx.geglu_split(a, b).unwrap(), ctx.geglu(h).unwrap()]
     });
 }
 

@@ -125,7 +125,8 @@ fn build(ctx: &mut Context, case: &Value) -> Result<Vec<Got>, String> {
         };
         ctx.set_name(id, &name).map_err(|e| e.to_string())?;
         by_name.insert(name.clone(), id);
-        let compute = !matches!(op, "input" | "transpose" | "permute" | "reshape" | "view");
+        // the registry says which nodes compute (views and leaves do not)
+        let compute = ctx.tensor(id).map_err(|e| e.to_string())?.op().is_compute();
         out.push(Got { name, id, compute });
     }
     Ok(out)

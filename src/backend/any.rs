@@ -2,7 +2,7 @@
 
 use super::cpu::{CpuBackend, CpuRules, CpuStorage};
 use super::cuda::{CudaBackend, CudaRules, CudaStorage};
-use super::{Backend, BackendStorage};
+use super::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -64,7 +64,7 @@ impl AnyBackend {
         match self {
             AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(b.with_repacked_weights(repack))),
             AnyBackend::Cuda(_) if repack => {
-                Err(crate::Error::Invalid("repacked weights are a CPU backend option, not a CUDA one".into()))
+                Err(crate::error::Error::Invalid("repacked weights are a CPU backend option, not a CUDA one".into()))
             }
             cuda => Ok(cuda),
         }

@@ -36,26 +36,17 @@
 //! offset where the problem was found; the parser never panics.
 
 mod file;
+mod format;
 mod header;
 mod reader;
 mod value;
 mod writer;
 
 pub use file::GgufFile;
+pub use format::{DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
 pub use header::{GgufHeader, TensorEntry, TensorInfo, UnknownTensor};
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufWriter, MAX_WRITE_NAME};
-
-/// The four bytes every GGUF file starts with.
-pub const MAGIC: [u8; 4] = *b"GGUF";
-/// Alignment of the data section and of tensor offsets when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: usize = 32;
-/// Longest tensor name the reader accepts, in bytes (the GGUF spec's limit).
-pub const MAX_TENSOR_NAME: usize = 64;
-/// Deepest nesting of arrays the reader and writer accept (an array of
-/// scalars is 1 level). Real files use at most 2; the bound keeps parsing a
-/// hostile file from recursing without limit.
-pub const MAX_ARRAY_DEPTH: usize = 16;
 
 #[cfg(test)]
 mod tests;

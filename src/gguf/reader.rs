@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::fmt::Display;
 
+use super::format::{align_up, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
 use super::header::Slot;
+use super::header::{GgufHeader, TensorInfo, UnknownTensor};
 use super::value::{Array, Value, ValueType};
-use super::{GgufHeader, TensorInfo, UnknownTensor, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -31,11 +32,6 @@ fn context(e: Error, what: impl FnOnce() -> String) -> Error {
         Error::Gguf { offset, msg } => Error::Gguf { offset, msg: format!("{}: {msg}", what()) },
         e => e,
     }
-}
-
-/// `x` rounded up to a multiple of `align` (a power of two), `None` on overflow.
-pub(crate) fn align_up(x: u64, align: u64) -> Option<u64> {
-    Some(x.checked_add(align - 1)? & !(align - 1))
 }
 
 /// Little-endian numbers that can be read from a byte chunk of exactly their size.

@@ -7,8 +7,8 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::format::{align_up, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 use super::value::{Array, Value};
-use super::{DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -211,7 +211,7 @@ impl<'a> GgufWriter<'a> {
             }
             w.write_all(&t.dtype.ggml_id().to_le_bytes())?;
             w.write_all(&offset.to_le_bytes())?;
-            offset = super::reader::align_up(offset + t.size as u64, align)
+            offset = align_up(offset + t.size as u64, align)
                 .ok_or_else(|| Error::Invalid("gguf: data section size overflows".into()))?;
         }
         w.pad(align)?;

@@ -10,7 +10,7 @@ impl Context {
     /// priced copy that turns a strided view into packed rows.
     pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
         let l = self.copyable("cont", a)?;
-        self.new_result(Op::Cont, l.dtype, l.ne, vec![a])
+        self.new_result(Op::Cont { src: a }, l.dtype, l.ne)
     }
     /// A contiguous copy of `a` with a new shape of the same element count
     /// (ggml's `cont_4d`): the copy runs in `a`'s logical order.
@@ -24,12 +24,12 @@ impl Context {
         if ne4.iter().try_fold(1i64, |acc, &n| if n < 0 { None } else { acc.checked_mul(n) }) != Some(l.nelements()) {
             return Err(Error::shape("cont", format!("cannot copy ne={:?} into shape {ne:?}", l.ne)));
         }
-        self.new_result(Op::Cont, l.dtype, ne4, vec![a])
+        self.new_result(Op::Cont { src: a }, l.dtype, ne4)
     }
     /// A new contiguous copy of `a` (ggml's `dup`).
     pub fn dup(&mut self, a: TensorId) -> Result<TensorId> {
         let l = self.copyable("dup", a)?;
-        self.new_result(Op::Dup, l.dtype, l.ne, vec![a])
+        self.new_result(Op::Dup { src: a }, l.dtype, l.ne)
     }
     /// Copies `a` into `b`'s bytes, converting between F32, F16, BF16 and the
     /// block types (quantizing into a quantized `b`, dequantizing out of a
@@ -50,12 +50,12 @@ impl Context {
                 format!("{} elements (ne={:?}) into {} (ne={:?})", la.nelements(), la.ne, lb.nelements(), lb.ne),
             ));
         }
-        self.in_place_result(Op::Cpy, b, vec![a, b])
+        self.in_place_result(Op::Cpy { src: a, dst: b }, b)
     }
 
     /// Copies take every type: values convert through f32 (quantized on the
     /// way into a block type, dequantized on the way out, integers rounded).
-    fn copyable(&self, _op: &'static str, a: TensorId) -> Result<crate::Layout> {
+    fn copyable(&self, _op: &'static str, a: TensorId) -> Result<crate::layout::Layout> {
         self.layout(a)
     }
 }

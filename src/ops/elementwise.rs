@@ -22,9 +22,9 @@ impl Context {
             ));
         }
         if inplace {
-            self.in_place_result(Op::Binary(op), a, vec![a, b])
+            self.in_place_result(Op::Binary { op, a, b }, a)
         } else {
-            self.new_result(Op::Binary(op), la.dtype, la.ne, vec![a, b])
+            self.new_result(Op::Binary { op, a, b }, la.dtype, la.ne)
         }
     }
     /// `a + b` (b broadcast by tiling).
@@ -63,21 +63,21 @@ impl Context {
     /// `a * s`.
     pub fn scale(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
         let l = self.require_float("scale", a)?;
-        self.new_result(Op::Scale(s), l.dtype, l.ne, vec![a])
+        self.new_result(Op::Scale { a, s }, l.dtype, l.ne)
     }
     /// `a *= s`, returns a view of `a`.
     pub fn scale_inplace(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
         self.require_float("scale", a)?;
-        self.in_place_result(Op::Scale(s), a, vec![a])
+        self.in_place_result(Op::Scale { a, s }, a)
     }
 
     /// `f(a)` elementwise.
     pub fn unary(&mut self, op: UnaryOp, a: TensorId, inplace: bool) -> Result<TensorId> {
         let l = self.require_float(op.name(), a)?;
         if inplace {
-            self.in_place_result(Op::Unary(op), a, vec![a])
+            self.in_place_result(Op::Unary { op, a }, a)
         } else {
-            self.new_result(Op::Unary(op), l.dtype, l.ne, vec![a])
+            self.new_result(Op::Unary { op, a }, l.dtype, l.ne)
         }
     }
 }

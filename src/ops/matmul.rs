@@ -39,6 +39,6 @@ impl Context {
                 ));
             }
         }
-        self.new_result(Op::MulMat, DType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]], vec![a, b])
+        self.new_result(Op::MulMat { a, b }, DType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])
     }
 }

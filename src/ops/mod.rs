@@ -4,6 +4,7 @@
 
 mod copy;
 mod elementwise;
+mod glu;
 mod matmul;
 mod norm;
 mod reduce;
@@ -21,17 +22,17 @@ use crate::tensor::{Op, Tensor, TensorId};
 
 impl Context {
     /// A new contiguous result of `op` with type `dtype` and shape `ne`.
-    fn new_result(&mut self, op: Op, dtype: DType, ne: [i64; 4], src: Vec<TensorId>) -> Result<TensorId> {
+    fn new_result(&mut self, op: Op, dtype: DType, ne: [i64; 4]) -> Result<TensorId> {
         let layout = Layout::contiguous(dtype, ne)?;
-        self.push(Tensor::new(layout, op, src))
+        self.push(Tensor::new(layout, op))
     }
 
     /// The result of `op` written into `target`'s bytes (same layout): the
     /// `_inplace` ops and `cpy`. Returns a view of `target`.
-    fn in_place_result(&mut self, op: Op, target: TensorId, src: Vec<TensorId>) -> Result<TensorId> {
+    fn in_place_result(&mut self, op: Op, target: TensorId) -> Result<TensorId> {
         let t = self.tensor(target)?;
         let (layout, root, offs) = (t.layout, t.view_src.unwrap_or(target), t.view_offs);
-        let mut r = Tensor::new(layout, op, src);
+        let mut r = Tensor::new(layout, op);
         r.view_src = Some(root);
         r.view_offs = offs;
         self.push(r)

@@ -12,7 +12,7 @@ impl Context {
     /// a new contiguous F32 tensor of `a`'s shape. `eps` must be `>= 0`.
     pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
         let l = self.norm_input("rms_norm", a, eps)?;
-        self.new_result(Op::RmsNorm { eps }, DType::F32, l.ne, vec![a])
+        self.new_result(Op::RmsNorm { a, eps }, DType::F32, l.ne)
     }
 
     /// ggml's `norm`: every row (dim 0) centred and scaled to unit variance,
@@ -22,7 +22,7 @@ impl Context {
     /// shape. `eps` must be `>= 0`.
     pub fn norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
         let l = self.norm_input("norm", a, eps)?;
-        self.new_result(Op::Norm { eps }, DType::F32, l.ne, vec![a])
+        self.new_result(Op::Norm { a, eps }, DType::F32, l.ne)
     }
 
     fn norm_input(&self, op: &'static str, a: TensorId, eps: f32) -> Result<crate::layout::Layout> {

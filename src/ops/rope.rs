@@ -96,7 +96,6 @@ impl Context {
                 format!("positions ne={:?} must be a vector of a.ne2={} values (a ne={:?})", lp.ne, la.ne[2], la.ne),
             ));
         }
-        let mut src = vec![a, pos];
         if let Some(f) = freq_factors {
             let lf = self.layout(f)?;
             if lf.dtype != DType::F32 {
@@ -112,8 +111,7 @@ impl Context {
                     format!("freq_factors ne={:?} must hold at least n_dims/2={} values", lf.ne, p.n_dims / 2),
                 ));
             }
-            src.push(f);
         }
-        self.new_result(Op::Rope(p), la.dtype, la.ne, src)
+        self.new_result(Op::Rope { a, pos, freq: freq_factors, p }, la.dtype, la.ne)
     }
 }

@@ -30,7 +30,7 @@ impl Context {
             return Err(Error::NotContiguous { op: "get_rows", ne: la.ne, nb: la.nb, dtype: la.dtype });
         }
         let dtype = if la.dtype == DType::I32 { DType::I32 } else { DType::F32 };
-        self.new_result(Op::GetRows, dtype, [la.ne[0], lb.ne[0], lb.ne[1], lb.ne[2]], vec![a, b])
+        self.new_result(Op::GetRows { table: a, index: b }, dtype, [la.ne[0], lb.ne[0], lb.ne[1], lb.ne[2]])
     }
 
     /// ggml's `set_rows(a, b, idx)`: `a[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]`,
@@ -68,6 +68,6 @@ impl Context {
             // the i-quants have no quantizer
             return Err(Error::Unsupported { op: "set_rows", dtype: la.dtype });
         }
-        self.in_place_result(Op::SetRows, a, vec![a, b, idx])
+        self.in_place_result(Op::SetRows { dst: a, rows: b, index: idx }, a)
     }
 }

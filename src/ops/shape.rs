@@ -30,7 +30,7 @@ impl Context {
         let mut ne = la.ne;
         ne[dim] =
             la.ne[dim].checked_add(lb.ne[dim]).ok_or_else(|| Error::shape("concat", format!("ne[{dim}] overflows")))?;
-        self.new_result(Op::Concat { dim }, la.dtype, ne, vec![a, b])
+        self.new_result(Op::Concat { a, b, dim }, la.dtype, ne)
     }
 
     /// ggml's `repeat`: `a` tiled to `b`'s shape (only `b`'s shape is used, `b`
@@ -48,6 +48,6 @@ impl Context {
                 format!("a ne={:?} does not tile b ne={:?}: each b.ne[i] must be a multiple of a.ne[i]", la.ne, lb.ne),
             ));
         }
-        self.new_result(Op::Repeat, la.dtype, lb.ne, vec![a])
+        self.new_result(Op::Repeat { a }, la.dtype, lb.ne)
     }
 }

@@ -30,7 +30,6 @@ impl Context {
     /// ggml's CPU kernel would give NaN.
     pub fn soft_max_ext(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
         let la = self.require_float("soft_max", a)?;
-        let mut src = vec![a];
         if let Some(m) = mask {
             let lm = self.layout(m)?;
             if !matches!(lm.dtype, DType::F32 | DType::F16) {
@@ -47,7 +46,6 @@ impl Context {
                     ),
                 ));
             }
-            src.push(m);
         }
         if max_bias.is_nan() || max_bias < 0.0 {
             return Err(Error::Invalid(format!("soft_max: max_bias must be >= 0, got {max_bias}")));
@@ -55,7 +53,7 @@ impl Context {
         if max_bias > 0.0 && mask.is_none() {
             return Err(Error::Invalid("soft_max: ALiBi (max_bias > 0) needs a mask".into()));
         }
-        self.new_result(Op::SoftMax { scale, max_bias }, DType::F32, la.ne, src)
+        self.new_result(Op::SoftMax { a, mask, scale, max_bias }, DType::F32, la.ne)
     }
 
     /// ggml's `diag_mask_inf`: a copy of `a` with every element whose column is
@@ -64,13 +62,13 @@ impl Context {
     /// result is contiguous with `a`'s type. `n_past` must be `>= 0`.
     pub fn diag_mask_inf(&mut self, a: TensorId, n_past: i32) -> Result<TensorId> {
         let l = self.diag_mask_input(a, n_past)?;
-        self.new_result(Op::DiagMaskInf { n_past }, l.dtype, l.ne, vec![a])
+        self.new_result(Op::DiagMaskInf { a, n_past }, l.dtype, l.ne)
     }
 
     /// [`Context::diag_mask_inf`] written into `a`'s storage; returns a view of `a`.
     pub fn diag_mask_inf_inplace(&mut self, a: TensorId, n_past: i32) -> Result<TensorId> {
         self.diag_mask_input(a, n_past)?;
-        self.in_place_result(Op::DiagMaskInf { n_past }, a, vec![a])
+        self.in_place_result(Op::DiagMaskInf { a, n_past }, a)
     }
 
     fn diag_mask_input(&self, a: TensorId, n_past: i32) -> Result<crate::layout::Layout> {

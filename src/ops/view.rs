@@ -60,7 +60,7 @@ impl Context {
                 ))
             }
         }
-        let mut t = Tensor::new(layout, op, vec![src]);
+        let mut t = Tensor::new(layout, op);
         t.view_src = Some(root);
         t.view_offs = offs;
         self.push(t)
@@ -72,27 +72,27 @@ impl Context {
         let ts = dtype.type_size();
         let row = row_bytes("view_1d", dtype, ne0)?;
         let l = Layout { dtype, ne: [ne0, 1, 1, 1], nb: [ts, row, row, row], block_dim: 0 };
-        self.view_tensor(Op::View, a, l, offset)
+        self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 2-d window: rows of `ne0` values, `nb1` bytes apart (ggml's `view_2d`).
     pub fn view_2d(&mut self, a: TensorId, ne0: i64, ne1: i64, nb1: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb2 = mul("view_2d", nb1, ne1)?;
         let l = Layout { dtype, ne: [ne0, ne1, 1, 1], nb: [dtype.type_size(), nb1, nb2, nb2], block_dim: 0 };
-        self.view_tensor(Op::View, a, l, offset)
+        self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 3-d window (ggml's `view_3d`).
     pub fn view_3d(&mut self, a: TensorId, ne: [i64; 3], nb1: usize, nb2: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb3 = mul("view_3d", nb2, ne[2])?;
         let l = Layout { dtype, ne: [ne[0], ne[1], ne[2], 1], nb: [dtype.type_size(), nb1, nb2, nb3], block_dim: 0 };
-        self.view_tensor(Op::View, a, l, offset)
+        self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 4-d window with strides `nb1, nb2, nb3` (ggml's `view_4d`).
     pub fn view_4d(&mut self, a: TensorId, ne: [i64; 4], nb: [usize; 3], offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let l = Layout { dtype, ne, nb: [dtype.type_size(), nb[0], nb[1], nb[2]], block_dim: 0 };
-        self.view_tensor(Op::View, a, l, offset)
+        self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// Any window: shape `ne`, all four strides `nb` (`nb[0]` may differ from the
     /// type size), `offset` bytes into `a`. Bounds-checked like every view.
@@ -102,7 +102,7 @@ impl Context {
             return Err(Error::view("view", format!("{dtype}: blocks along dim 0 must be packed (nb[0]={})", nb[0])));
         }
         // (views address dim 0 in blocks, whatever the source's block dim)
-        self.view_tensor(Op::View, a, Layout { dtype, ne, nb, block_dim: 0 }, offset)
+        self.view_tensor(Op::View { src: a }, a, Layout { dtype, ne, nb, block_dim: 0 }, offset)
     }
 
     /// `a` with a new shape (1–4 dims); `a` must be contiguous and hold the same
@@ -125,7 +125,7 @@ impl Context {
             ));
         }
         let new = Layout::contiguous(l.dtype, ne4).map_err(|e| Error::shape("reshape", e.to_string()))?;
-        self.view_tensor(Op::Reshape, a, new, 0)
+        self.view_tensor(Op::Reshape { src: a }, a, new, 0)
     }
     /// [`Context::reshape`] to 1 dim.
     pub fn reshape_1d(&mut self, a: TensorId, ne0: i64) -> Result<TensorId> {
@@ -146,14 +146,14 @@ impl Context {
 
     /// Swaps dims 0 and 1 (ne and nb). Zero bytes moved.
     pub fn transpose(&mut self, a: TensorId) -> Result<TensorId> {
-        self.permute_op(a, [1, 0, 2, 3], Op::Transpose)
+        self.permute_op(a, [1, 0, 2, 3], Op::Transpose { src: a })
     }
     /// Reorders dims, ggml's convention: **source dim `i` moves to position
     /// `axes[i]`** (`ne_out[axes[i]] = ne[i]`). `permute(a, [1, 0, 2, 3])` is a
     /// transpose; `permute(a, [0, 2, 1, 3])` swaps dims 1 and 2. `axes` must be a
     /// permutation of 0..4.
     pub fn permute(&mut self, a: TensorId, axes: [usize; 4]) -> Result<TensorId> {
-        self.permute_op(a, axes, Op::Permute(axes))
+        self.permute_op(a, axes, Op::Permute { src: a, axes })
     }
     fn permute_op(&mut self, a: TensorId, axes: [usize; 4], op: Op) -> Result<TensorId> {
         let mut seen = [false; 4];
@@ -199,11 +199,11 @@ impl Context {
             out.ne[i] = ne[i];
             out.nb[i] = 0;
         }
-        self.view_tensor(Op::Expand, a, out, 0)
+        self.view_tensor(Op::Expand { src: a }, a, out, 0)
     }
 }
 
-fn row_bytes(op: &'static str, dtype: crate::DType, ne0: i64) -> Result<usize> {
+fn row_bytes(op: &'static str, dtype: crate::dtype::DType, ne0: i64) -> Result<usize> {
     dtype.row_size(ne0).ok_or_else(|| {
         Error::view(op, format!("ne0={ne0} is not a whole number of {dtype} blocks of {}", dtype.block_size()))
     })

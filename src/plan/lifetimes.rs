@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use crate::context::Context;
 use crate::error::Result;
 use crate::graph::Graph;
-use crate::tensor::{Op, TensorId};
+use crate::tensor::TensorId;
 
 /// Uses of every storage root of a graph.
 pub(crate) struct Lifetimes {
@@ -41,7 +41,7 @@ impl Lifetimes {
         }
         for &id in graph.nodes().iter().chain(graph.leafs()) {
             let t = ctx.tensor(id)?;
-            if t.flags().output || t.flags().input || t.op() == Op::Leaf {
+            if t.flags().output || t.flags().input || t.op().is_leaf() {
                 protected.insert(root(id)?);
             }
         }

@@ -6,11 +6,12 @@ use std::collections::{HashMap, HashSet};
 
 use super::free_list::FreeList;
 use super::lifetimes::Lifetimes;
-use super::{Place, Plan, PlanStats, ReuseRules};
+use super::placement::{Place, Plan, PlanStats};
+use super::rules::{NoReuse, ReuseRules};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::tensor::{Op, Tensor, TensorId};
+use crate::tensor::{Tensor, TensorId};
 
 /// Plans graphs into one backend buffer: `reserve` sizes the buffer for the
 /// largest graph it is shown (measure mode: no memory is touched), and
@@ -55,6 +56,14 @@ impl<R: ReuseRules> Allocator<R> {
     /// The backend rules this allocator follows.
     pub fn rules(&self) -> &R {
         &self.rules
+    }
+}
+
+impl Plan {
+    /// Every computed root of `graph` gets its own aligned range; nothing is
+    /// reused or freed.
+    pub fn naive(ctx: &Context, graph: &Graph, alignment: usize) -> Result<Plan> {
+        plan(ctx, graph, &NoReuse { alignment }, false)
     }
 }
 
@@ -109,7 +118,7 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
                 }
             }
         }
-        if t.op() == Op::Leaf || t.op().is_metadata() {
+        if !t.op().is_compute() {
             continue;
         }
         if t.view_src().is_none() {

@@ -4,13 +4,14 @@
 //! except a node that legitimately writes over its source in place.
 
 use super::lifetimes::Lifetimes;
-use super::{Place, Plan, ReuseRules};
+use super::placement::{Place, Plan};
+use super::rules::ReuseRules;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 
 struct Span {
-    root: crate::TensorId,
+    root: crate::tensor::TensorId,
     start: usize,
     end: usize,
     lo: usize,

@@ -112,7 +112,11 @@ pub(crate) fn independent_check(ctx: &Context, g: &Graph, plan: &Plan, rules: &d
         let t = ctx.tensor(n).expect("tensor");
         prop_assert!(t.view_src().is_none() && !t.op().is_metadata(), "{n} reuses {p} but is a view");
         prop_assert!(!protected.contains(&p), "{n} overwrites protected {p}");
-        prop_assert!(!matches!(t.op(), Op::MulMat | Op::SumRows | Op::Cpy), "{} overwrote its source", t.op().name());
+        prop_assert!(
+            !matches!(t.op(), Op::MulMat { .. } | Op::SumRows { .. } | Op::Cpy { .. }),
+            "{} overwrote its source",
+            t.op().name()
+        );
         prop_assert_eq!(last_use.get(&p), Some(&pos[&n]), "{} reuses {} before its last use", n, p);
         prop_assert_eq!(plan.place(n), plan.place(p));
         let ok = t.src().iter().enumerate().any(|(slot, &s)| {
@@ -325,8 +329,8 @@ pub(crate) fn check_case(case: &Case, cov: &Coverage) -> TR {
     bump(&cov.with_freed_ranges, freed as usize);
     bump(&cov.multi_output, (g.outputs().len() > 1) as usize);
     let has = |f: &dyn Fn(Op) -> bool| g.nodes().iter().any(|&n| f(ctx.tensor(n).expect("tensor").op()));
-    bump(&cov.mul_mat, has(&|op| op == Op::MulMat) as usize);
-    bump(&cov.expand, has(&|op| op == Op::Expand) as usize);
+    bump(&cov.mul_mat, has(&|op| matches!(op, Op::MulMat { .. })) as usize);
+    bump(&cov.expand, has(&|op| matches!(op, Op::Expand { .. })) as usize);
     let f16s = g.nodes().iter().chain(g.leafs()).any(|&n| ctx.layout(n).expect("layout").dtype == DType::F16);
     bump(&cov.f16, f16s as usize);
     bump(&cov.compared, compared);

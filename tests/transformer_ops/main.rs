@@ -1,5 +1,5 @@
 //! The transformer ops (`rms_norm`, `norm`, `soft_max_ext`, `diag_mask_inf`,
-//! `rope_ext`, `concat`, `repeat`) against f64 references written here from the
+//! `rope_ext`, `concat`, `repeat`, the gated linear units) against f64 references written here from the
 //! op definitions, at odd sizes, on contiguous, padded, transposed and permuted
 //! inputs, with 1 and 2 threads (poison mode on, so reads of unwritten memory
 //! show up as NaN); and the errors for bad shapes and types.
@@ -9,6 +9,7 @@ mod common;
 mod concat_repeat;
 mod diag_mask;
 mod errors;
+mod glu;
 mod norms;
 mod rope;
 mod soft_max;

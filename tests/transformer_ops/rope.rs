@@ -144,6 +144,9 @@ fn rope_shorthands_and_pass_through() {
             assert_eq!(ga[k], x.vals[k] as f32, "element {i:?} must pass through");
         }
     }
-    assert_eq!(ctx.tensor(a).unwrap().op(), rgml::Op::Rope(RopeParams::new(4, RopeParams::NEOX)));
+    assert_eq!(
+        ctx.tensor(a).unwrap().op(),
+        rgml::Op::Rope { a: x.id, pos, freq: None, p: RopeParams::new(4, RopeParams::NEOX) }
+    );
     assert_eq!(ctx.tensor(a).unwrap().op().name(), "rope");
 }

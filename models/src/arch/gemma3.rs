@@ -4,9 +4,10 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::{Act, Block};
+use crate::model::blocks::Block;
 use crate::model::hparams::{meta, Hparams, Keys, SlidingWindow};
 use crate::model::weights::{Layer, Needs};
+use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: true, fused_gate_up: false };
 
@@ -59,7 +60,7 @@ pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
     let a = b.norm_opt(a, l.attn_post_norm)?;
     let s = b.c.add(a, x)?;
     let h = b.norm(s, l.ffn_norm)?;
-    let f = b.ffn(l, h, Act::Gelu)?;
+    let f = b.ffn(l, h, GluOp::Geglu)?;
     let f = b.norm_opt(f, l.ffn_post_norm)?;
     b.c.add(f, s)
 }

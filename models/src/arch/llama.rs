@@ -4,8 +4,9 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::{Act, Block};
+use crate::model::blocks::Block;
 use crate::model::weights::{Layer, Needs};
+use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: false };
 
@@ -22,6 +23,6 @@ pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
     let a = b.attn_out(l, a)?;
     let x = b.c.add(a, x)?;
     let h = b.norm(x, l.ffn_norm)?;
-    let f = b.ffn(l, h, Act::Silu)?;
+    let f = b.ffn(l, h, GluOp::Swiglu)?;
     b.c.add(f, x)
 }

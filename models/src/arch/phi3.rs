@@ -3,9 +3,10 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::{Act, Block};
+use crate::model::blocks::Block;
 use crate::model::hparams::{Hparams, Keys};
 use crate::model::weights::{Layer, Needs};
+use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: true };
 
@@ -27,6 +28,6 @@ pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
     let a = b.attn_out(l, a)?;
     let x = b.c.add(a, x)?;
     let h = b.norm(x, l.ffn_norm)?;
-    let f = b.ffn(l, h, Act::Silu)?;
+    let f = b.ffn(l, h, GluOp::Swiglu)?;
     b.c.add(x, f)
 }

@@ -2,19 +2,10 @@
 //! embedding, attention through the KV cache, and the feed-forward variants. Each is
 //! one or a few ggml ops, as llama.cpp's `llm_graph_context` builds them.
 
-use rgml::{Context, DType, Result, TensorId};
+use rgml::{Context, DType, GluOp, Result, TensorId};
 
 use super::hparams::Hparams;
 use super::weights::{Ffn, Layer, Qkv};
-
-/// The feed-forward activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Act {
-    /// SiLU (SwiGLU).
-    Silu,
-    /// GELU, tanh approximation (GeGLU).
-    Gelu,
-}
 
 /// Builds one graph's blocks: the context, the hyperparameters and the graph's inputs.
 pub(crate) struct Block<'a> {
@@ -148,27 +139,22 @@ impl Block<'_> {
         Ok((last_row(self.c, a)?, last_row(self.c, b)?))
     }
 
-    /// The feed-forward network on the normed input `h`.
-    pub fn ffn(&mut self, l: &Layer, h: TensorId, act: Act) -> Result<TensorId> {
-        let (g, u, down, b_down) = match l.ffn {
+    /// The gated feed-forward network on the normed input `h`: `glu` of the
+    /// gate and up projections (one fused projection split in halves, or two),
+    /// then the down projection.
+    pub fn ffn(&mut self, l: &Layer, h: TensorId, glu: GluOp) -> Result<TensorId> {
+        match l.ffn {
             Ffn::Gated { gate, up, down, b_gate, b_up, b_down } => {
-                (self.linear(gate, h, b_gate)?, self.linear(up, h, b_up)?, down, b_down)
+                let (g, u) = (self.linear(gate, h, b_gate)?, self.linear(up, h, b_up)?);
+                let gu = self.c.glu_split(glu, g, u)?;
+                self.linear(down, gu, b_down)
             }
             Ffn::FusedGateUp { up, down } => {
                 let gu = self.linear(up, h, None)?;
-                let gl = self.c.layout(gu)?;
-                let n_ff = self.hp.n_ff as i64;
-                let g = self.c.view_2d(gu, n_ff, gl.ne[1], gl.nb[1], 0)?;
-                let u = self.c.view_2d(gu, n_ff, gl.ne[1], gl.nb[1], n_ff as usize * 4)?;
-                (g, u, down, None)
+                let gu = self.c.glu(glu, gu, false)?;
+                self.linear(down, gu, None)
             }
-        };
-        let g = match act {
-            Act::Silu => self.c.silu(g)?,
-            Act::Gelu => self.c.gelu(g)?,
-        };
-        let gu = self.c.mul(g, u)?;
-        self.linear(down, gu, b_down)
+        }
     }
 }
 

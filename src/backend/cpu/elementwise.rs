@@ -8,7 +8,7 @@
 
 use super::mem::{Exec, Scalar, Strided};
 use crate::error::Result;
-use crate::tensor::{BinaryOp, UnaryOp};
+use crate::op::{BinaryOp, GluOp, UnaryOp};
 
 /// Flat chunk length (elements) of the packed path.
 const CHUNK: usize = 1 << 14;
@@ -33,12 +33,27 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: Strided, a: Strided) -> Result<
     match op {
         UnaryOp::Relu => map_with(ex, dst, a, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Gelu => map_with(ex, dst, a, gelu),
-        UnaryOp::Silu => map_with(ex, dst, a, |x| x / (1.0 + (-x).exp())),
+        UnaryOp::Silu => map_with(ex, dst, a, silu),
         UnaryOp::Neg => map_with(ex, dst, a, |x| -x),
         UnaryOp::Sqr => map_with(ex, dst, a, |x| x * x),
         UnaryOp::Sqrt => map_with(ex, dst, a, f32::sqrt),
         UnaryOp::Exp => map_with(ex, dst, a, f32::exp),
     }
+}
+
+/// `dst = f(a) * b` (same shapes): the gated linear units, with the
+/// functions of [`unary`], so a fused `swiglu` is bit for bit `silu` then `mul`.
+pub(crate) fn glu(ex: &Exec, op: GluOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    match op {
+        GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| silu(x) * g),
+        // ggml's geglu gives exactly 0 below -10, whatever the gate
+        GluOp::Geglu => binary_with(ex, dst, a, b, |x, g| if x <= -10.0 { 0.0 } else { gelu(x) * g }),
+    }
+}
+
+/// `x * sigmoid(x)`.
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
 }
 
 /// GELU, tanh approximation, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, as ggml's CPU
@@ -59,7 +74,7 @@ pub(crate) fn gelu(x: f32) -> f32 {
 }
 
 fn all_f32(ts: &[&Strided]) -> bool {
-    ts.iter().all(|t| t.l.dtype == crate::DType::F32)
+    ts.iter().all(|t| t.l.dtype == crate::dtype::DType::F32)
 }
 
 fn binary_with<F>(ex: &Exec, dst: Strided, a: Strided, b: Strided, f: F) -> Result<()>

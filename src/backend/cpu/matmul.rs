@@ -32,7 +32,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
     if dst.l.is_empty() {
         return Ok(());
     }
-    if a.l.dtype == crate::DType::F32 && ne[1] >= GEMM_MIN_ROWS && ane[0] > 0 {
+    if a.l.dtype == crate::dtype::DType::F32 && ne[1] >= GEMM_MIN_ROWS && ane[0] > 0 {
         return gemm_f32(ex, dst, a, b);
     }
     let k = ane[0] as usize;
@@ -131,7 +131,11 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
 /// groups of `mr` rows in order), or `None` when it does not qualify: a
 /// read-only file mapping (its bytes never change), 2-D, packed rows, and a
 /// tile kernel with a repacked form for its type on this CPU.
-pub(super) fn repack(ex: &Exec, ctx: &crate::Context, a: crate::TensorId) -> Result<Option<HostBuffer>> {
+pub(super) fn repack(
+    ex: &Exec,
+    ctx: &crate::context::Context,
+    a: crate::tensor::TensorId,
+) -> Result<Option<HostBuffer>> {
     let l = ctx.layout(a)?;
     let Some(t) = tile::tile_kernel(l.dtype).filter(tile::TileKernel::packs) else { return Ok(None) };
     let Some(bytes) = ctx.leaf_bytes(a).filter(|_| ctx.is_mapped(a)) else { return Ok(None) };
@@ -151,7 +155,7 @@ pub(super) fn repack(ex: &Exec, ctx: &crate::Context, a: crate::TensorId) -> Res
             let dst = unsafe { std::slice::from_raw_parts_mut((base + g * gs) as *mut u8, gs) };
             let res = match rows {
                 Some(rows) => t.pack_group(k, &rows, dst),
-                None => Err(crate::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a)))),
+                None => Err(crate::error::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a)))),
             };
             if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
                 f.get_or_insert(e);
@@ -201,7 +205,7 @@ fn packed_rows(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<St
 }
 
 /// Every row of `b`, in logical row order, converted to the dot partner of `wt`.
-fn activations(ex: &Exec, wt: crate::DType, b: Strided) -> Result<HostBuffer> {
+fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuffer> {
     let k = b.l.ne[0] as usize;
     let brow = dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0);
     let rows = b.l.nrows() as usize;
@@ -236,7 +240,11 @@ fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
     let (ne, ane, bne) = (dst.l.ne, a.l.ne, b.l.ne);
     let (mut a_tmp, mut b_tmp) = (None, None);
     let a = packed_rows(ex, a, &mut a_tmp)?;
-    let b = if b.l.dtype == crate::DType::F32 { packed_rows(ex, b, &mut b_tmp)? } else { f32_copy(ex, b, &mut b_tmp)? };
+    let b = if b.l.dtype == crate::dtype::DType::F32 {
+        packed_rows(ex, b, &mut b_tmp)?
+    } else {
+        f32_copy(ex, b, &mut b_tmp)?
+    };
     let (m, n, k) = (ne[0] as usize, ne[1] as usize, ane[0] as usize);
     let (r2, r3) = (bne[2] / ane[2], bne[3] / ane[3]);
     let threads = ex.pool.map_or(1, |p| p.current_num_threads());
@@ -284,7 +292,7 @@ fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
 
 /// A packed f32 copy of `t` in `tmp`.
 fn f32_copy(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<Strided> {
-    let packed = Layout::contiguous(crate::DType::F32, t.l.ne)?;
+    let packed = Layout::contiguous(crate::dtype::DType::F32, t.l.ne)?;
     let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes())?);
     let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;

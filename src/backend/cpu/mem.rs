@@ -39,14 +39,14 @@ impl Strided {
     pub(crate) fn new(base: *mut u8, len: usize, offs: usize, l: Layout) -> Result<Strided> {
         let end = l.checked_nbytes().and_then(|n| n.checked_add(offs));
         if end.is_none_or(|e| e > len) {
-            return Err(Error::Invalid(format!(
-                "internal: tensor ne={:?} nb={:?} at offset {offs} does not fit its {len}-byte buffer",
+            return Err(Error::internal(format!(
+                "tensor ne={:?} nb={:?} at offset {offs} does not fit its {len}-byte buffer",
                 l.ne, l.nb
             )));
         }
         let ptr = base.wrapping_add(offs);
         if !(ptr as usize).is_multiple_of(l.dtype.align()) {
-            return Err(Error::Invalid(format!("internal: tensor at offset {offs} is misaligned for {}", l.dtype)));
+            return Err(Error::internal(format!("tensor at offset {offs} is misaligned for {}", l.dtype)));
         }
         Ok(Strided { ptr, l })
     }
@@ -75,7 +75,7 @@ impl Strided {
     pub(crate) fn reshaped(&self, ne: [i64; 4]) -> Result<Strided> {
         let l = Layout::contiguous(self.l.dtype, ne)?;
         if !self.l.is_contiguous() || l.nelements() != self.l.nelements() {
-            return Err(Error::Invalid(format!("internal: cannot view ne={:?} as {ne:?}", self.l.ne)));
+            return Err(Error::internal(format!("cannot view ne={:?} as {ne:?}", self.l.ne)));
         }
         Ok(Strided { ptr: self.ptr, l })
     }
@@ -90,6 +90,16 @@ impl Strided {
     /// Same first byte and the same places (`Layout::same_places`): the same tensor.
     pub(crate) fn same_as(&self, o: &Strided) -> bool {
         self.ptr == o.ptr && self.l.same_places(&o.l)
+    }
+}
+
+/// Sets `n` bytes from `offset` of the `len`-byte buffer at `base` to
+/// `byte`; a range outside the buffer is ignored.
+pub(crate) fn fill(base: *mut u8, len: usize, offset: usize, n: usize, byte: u8) {
+    if offset.checked_add(n).is_some_and(|e| e <= len) {
+        // SAFETY: `offset..offset+n` lies inside the buffer at `base`, which
+        // outlives the compute; no kernel runs while the executor fills it.
+        unsafe { base.add(offset).write_bytes(byte, n) }
     }
 }
 

@@ -83,7 +83,7 @@ where
 {
     let (sd, sa) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, a.l.dtype)?);
     if dst.l.ne != a.l.ne {
-        return Err(Error::Mismatch(format!("internal: {op} result ne={:?} for input ne={:?}", dst.l.ne, a.l.ne)));
+        return Err(Error::internal(format!("{op} result ne={:?} for input ne={:?}", dst.l.ne, a.l.ne)));
     }
     if dst.l.is_empty() {
         return Ok(());

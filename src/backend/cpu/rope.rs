@@ -62,13 +62,13 @@ pub(crate) fn rope(
 ) -> Result<()> {
     let n_dims = usize::try_from(p.n_dims).unwrap_or(0);
     if n_dims < 2 || n_dims % 2 != 0 || n_dims as i64 > a.l.ne[0] || pos.l.nelements() != a.l.ne[2] {
-        return Err(Error::Mismatch(format!("internal: rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
+        return Err(Error::internal(format!("rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
     }
     let half = n_dims / 2;
-    if freq_factors.is_some_and(|f| f.l.dtype != crate::DType::F32 || f.l.ne[0] < half as i64)
-        || pos.l.dtype != crate::DType::I32
+    if freq_factors.is_some_and(|f| f.l.dtype != crate::dtype::DType::F32 || f.l.ne[0] < half as i64)
+        || pos.l.dtype != crate::dtype::DType::I32
     {
-        return Err(Error::Mismatch("internal: rope positions or frequency factors do not fit".into()));
+        return Err(Error::internal("rope positions or frequency factors do not fit"));
     }
     // SAFETY (both reads): pos holds a.ne2 I32 values at stride nb0 and the
     // factors at least n_dims/2 F32 values (checked when the op was built).

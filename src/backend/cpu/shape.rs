@@ -37,7 +37,7 @@ fn plain(op: &'static str, t: &Strided) -> Result<usize> {
 pub(crate) fn concat(ex: &Exec, dim: usize, dst: Strided, a: Strided, b: Strided) -> Result<()> {
     let ts = plain("concat", &dst)?;
     if plain("concat", &a)? != ts || plain("concat", &b)? != ts || dim >= 4 {
-        return Err(Error::Mismatch("internal: concat operands do not match the result".into()));
+        return Err(Error::internal("concat operands do not match the result"));
     }
     if dst.l.is_empty() {
         return Ok(());
@@ -78,13 +78,13 @@ pub(crate) fn repeat(ex: &Exec, dst: Strided, a: Strided) -> Result<()> {
     let ts = plain("repeat", &dst)?;
     let (ne, ane) = (dst.l.ne, a.l.ne);
     if plain("repeat", &a)? != ts {
-        return Err(Error::Mismatch("internal: repeat changes the element type".into()));
+        return Err(Error::internal("repeat changes the element type"));
     }
     if dst.l.is_empty() {
         return Ok(());
     }
     if (0..4).any(|i| ane[i] == 0 || ne[i] % ane[i] != 0) {
-        return Err(Error::Mismatch(format!("internal: repeat of ne={ane:?} into ne={ne:?}")));
+        return Err(Error::internal(format!("repeat of ne={ane:?} into ne={ne:?}")));
     }
     let (ne0, an0) = (ne[0] as usize, ane[0] as usize);
     let dnb0 = dst.l.nb[0];

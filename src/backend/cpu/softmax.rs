@@ -38,7 +38,7 @@ pub(crate) fn soft_max(
     if let Some(m) = mask {
         let (mne, ane) = (m.l.ne, a.l.ne);
         if !a.l.is_empty() && (mne[0] != ane[0] || mne[1] < ane[1] || mne[2] == 0 || mne[3] == 0) {
-            return Err(Error::Mismatch(format!("internal: soft_max mask ne={mne:?} for ne={ane:?}")));
+            return Err(Error::internal(format!("soft_max mask ne={mne:?} for ne={ane:?}")));
         }
     }
     let slopes = alibi_slopes(u32::try_from(a.l.ne[2]).unwrap_or(u32::MAX), max_bias);

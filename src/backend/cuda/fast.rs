@@ -6,10 +6,10 @@
 //! [`aligned16`]), unit-tested here without a GPU; the kernels are in
 //! `kernels/copy.cu`, `kernels/binary.cu` and `kernels/unary.cu`.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 
-use super::exec::{cuda_err, flat, launch, Bound};
-use super::Device;
+use super::device::Device;
+use super::launch::{flat, launch, Bound};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;

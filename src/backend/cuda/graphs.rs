@@ -20,11 +20,14 @@
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 
-use super::exec::{cuda_err, Nodes};
+use std::collections::HashMap;
+
+use super::device::Device;
+use super::launch::cuda_err;
 use super::matmul::QuantPath;
-use super::storage::Region;
-use super::CudaBackend;
+use crate::backend::exec::Region;
 use crate::error::Result;
+use crate::graph::Graph;
 use crate::tensor::TensorId;
 
 /// How many captured graphs a storage keeps (the least recently used goes first).
@@ -54,11 +57,11 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    pub(crate) fn new(nodes: &Nodes, quant: QuantPath) -> Key {
-        let mut roots: Vec<_> =
-            nodes.regions.iter().map(|(&id, r): (&TensorId, &Region)| (id, r.base, r.len)).collect();
+    /// The key of a run of `graph` over `regions`, index flags at `flags`.
+    pub(crate) fn new(graph: &Graph, regions: &HashMap<TensorId, Region<u64>>, flags: u64, quant: QuantPath) -> Key {
+        let mut roots: Vec<_> = regions.iter().map(|(&id, r)| (id, r.base, r.len)).collect();
         roots.sort_unstable();
-        Key { graph: (nodes.graph.id(), nodes.graph.revision()), roots, flags: nodes.flags, quant }
+        Key { graph: (graph.id(), graph.revision()), roots, flags, quant }
     }
 }
 
@@ -107,17 +110,15 @@ impl GraphCache {
         self.graphs.clear();
         self.seen.clear();
     }
-}
 
-impl CudaBackend {
-    /// Runs `nodes` through the storage's graph cache: replays a graph
-    /// captured for `key`, captures one if `key` ran before, else runs the
-    /// nodes eagerly (see the module docs). Returns with the work queued.
-    pub(crate) fn run_with_graphs(&self, cache: &mut GraphCache, nodes: &Nodes, key: Key) -> Result<()> {
-        let dev = &*self.dev;
+    /// Runs the nodes through this cache: replays a graph captured for `key`,
+    /// captures one (`eager` queued under capture) if `key` ran before, else
+    /// calls `eager` (see the module docs). Returns with the work queued.
+    pub(crate) fn run(&mut self, dev: &Device, key: Key, eager: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let cache = self;
         if cache.stats.fallback.is_some() {
             cache.stats.eager += 1;
-            return self.run_nodes(nodes, None);
+            return eager();
         }
         cache.clock += 1;
         let scratch = dev.scratch.extent(&dev.stream)?;
@@ -128,7 +129,7 @@ impl CudaBackend {
             return Ok(());
         }
         if !cache.seen.contains(&key) {
-            self.run_nodes(nodes, None)?;
+            eager()?;
             cache.stats.eager += 1;
             if cache.seen.len() >= KEEP {
                 cache.seen.remove(0);
@@ -136,7 +137,7 @@ impl CudaBackend {
             cache.seen.push(key);
             return Ok(());
         }
-        match self.capture(nodes) {
+        match capture(dev, eager) {
             Ok(graph) => {
                 let mut graph = Exec(graph);
                 graph.launch()?;
@@ -155,7 +156,7 @@ impl CudaBackend {
             Err(why) => {
                 // the eager run is the reference: it returns the node's error if
                 // there is one, and otherwise graphs are given up
-                self.run_nodes(nodes, None)?;
+                eager()?;
                 cache.stats.eager += 1;
                 cache.stats.fallback = Some(why);
                 cache.clear();
@@ -163,27 +164,26 @@ impl CudaBackend {
             }
         }
     }
+}
 
-    /// Captures `nodes` on the stream (nothing runs) as an instantiated graph,
-    /// or why it could not.
-    fn capture(&self, nodes: &Nodes) -> std::result::Result<CudaGraph, String> {
-        let dev = &*self.dev;
-        dev.scratch.set_fixed(true).map_err(|e| e.to_string())?;
-        let begun = dev.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-        let run = begun.map_err(|e| format!("cuStreamBeginCapture: {e:?}")).map(|()| self.run_nodes(nodes, None));
-        // a begun capture is always ended, whatever happened inside it
-        let ended = match &run {
-            Ok(_) => Some(dev.stream.end_capture(CUgraphInstantiate_flags(0))),
-            Err(_) => None,
-        };
-        let _ = dev.scratch.set_fixed(false);
-        let _ = dev.scratch.release();
-        match (run?, ended) {
-            (Err(e), _) => Err(format!("a node during capture: {e}")),
-            (Ok(()), Some(Ok(Some(g)))) => Ok(g),
-            (Ok(()), Some(Ok(None))) => Err("cuStreamEndCapture: no graph".into()),
-            (Ok(()), Some(Err(e))) => Err(format!("cuStreamEndCapture/cuGraphInstantiate: {e:?}")),
-            (Ok(()), None) => Err("internal: capture not ended".into()),
-        }
+/// Captures what `eager` queues on the stream (nothing runs) as an
+/// instantiated graph, or why it could not.
+fn capture(dev: &Device, eager: &mut dyn FnMut() -> Result<()>) -> std::result::Result<CudaGraph, String> {
+    dev.scratch.set_fixed(true).map_err(|e| e.to_string())?;
+    let begun = dev.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    let run = begun.map_err(|e| format!("cuStreamBeginCapture: {e:?}")).map(|()| eager());
+    // a begun capture is always ended, whatever happened inside it
+    let ended = match &run {
+        Ok(_) => Some(dev.stream.end_capture(CUgraphInstantiate_flags(0))),
+        Err(_) => None,
+    };
+    let _ = dev.scratch.set_fixed(false);
+    let _ = dev.scratch.release();
+    match (run?, ended) {
+        (Err(e), _) => Err(format!("a node during capture: {e}")),
+        (Ok(()), Some(Ok(Some(g)))) => Ok(g),
+        (Ok(()), Some(Ok(None))) => Err("cuStreamEndCapture: no graph".into()),
+        (Ok(()), Some(Err(e))) => Err(format!("cuStreamEndCapture/cuGraphInstantiate: {e:?}")),
+        (Ok(()), None) => Err("the capture did not end (no graph)".into()),
     }
 }

@@ -107,6 +107,14 @@ pub fn unary_code(op: crate::tensor::UnaryOp) -> i32 {
 /// Op code of `rg_unary*` for `scale` (the factor is the `param` argument).
 pub const UNARY_SCALE: i32 = 7;
 
+/// Op code of `rg_glu` (`kernels/unary.cu`) for a gated linear unit.
+pub fn glu_code(op: crate::op::GluOp) -> i32 {
+    match op {
+        crate::op::GluOp::Swiglu => 0,
+        crate::op::GluOp::Geglu => 1,
+    }
+}
+
 /// Whether the CUDA backend handles `dtype` at all: false for the types added
 /// after the CUDA kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the i-quants and
 /// the ternary types), which no kernel reads yet. I8 and I16 have no type
@@ -188,7 +196,7 @@ impl KTensor {
         let dtype = type_code(op, l.dtype)?;
         let block_dim = if l.dtype.is_quantized() { l.block_dim } else { 0 };
         if block_dim > 3 {
-            return Err(Error::Mismatch(format!("internal: block_dim {block_dim} of a {} layout", l.dtype)));
+            return Err(Error::internal(format!("block_dim {block_dim} of a {} layout", l.dtype)));
         }
         Ok(KTensor { ne: l.ne, nb: l.nb.map(|n| n as i64), dtype, block_dim: block_dim as i32 })
     }
@@ -481,13 +489,21 @@ mod signature_tests {
 
     #[test]
     fn every_launch_matches_its_kernel_signature() {
-        let sources = [
-            ("exec.rs", include_str!("exec.rs")),
-            ("fast.rs", include_str!("fast.rs")),
-            ("quant.rs", include_str!("quant.rs")),
-        ];
+        // every file of the backend that launches kernels with `launch!` (this
+        // one and the macro's own only mention it)
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/cuda");
+        let mut sources = Vec::new();
+        for sub in [dir.clone(), dir.join("matmul")] {
+            for e in std::fs::read_dir(&sub).unwrap() {
+                let p = e.unwrap().path();
+                let skip = p.file_name().is_some_and(|n| n == "kernels.rs" || n == "launch.rs");
+                if p.extension().is_some_and(|x| x == "rs") && !skip {
+                    sources.push((p.display().to_string(), std::fs::read_to_string(&p).unwrap()));
+                }
+            }
+        }
         let mut checked = 0;
-        for (file, src) in sources {
+        for (file, src) in &sources {
             for (module, func, args) in launches_of(src) {
                 let params = kernel(&module, &func);
                 let kinds: Vec<Kind> = args.iter().map(|a| arg_kind(a)).collect();

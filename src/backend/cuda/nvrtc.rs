@@ -77,7 +77,7 @@ fn cached<T: Clone>(
 }
 
 fn poisoned() -> Error {
-    Error::Invalid("internal: the NVRTC cache lock was poisoned".into())
+    Error::internal("the NVRTC cache lock was poisoned")
 }
 
 fn compile_error(module: &str, arch: &str, e: CompileError) -> Error {

@@ -157,6 +157,15 @@ mod dl {
     }
 }
 
+/// Ok if the driver, NVRTC and cuBLAS libraries can all be loaded; else
+/// [`Error::Unavailable`] naming the first one missing and `LD_LIBRARY_PATH`.
+/// Calls nothing in the libraries (safe on machines without CUDA).
+pub fn probe() -> Result<()> {
+    require(CudaLib::Driver)?;
+    require(CudaLib::Nvrtc)?;
+    require(CudaLib::Cublas)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

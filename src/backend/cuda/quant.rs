@@ -11,14 +11,13 @@
 //! [`Error::Unsupported`]: the CPU uses ggml's search quantizers there, and
 //! ggml's own CUDA backend does not quantize to k-quants either.
 
-use super::exec::{cuda_err, flat, launch, per_row, Bound};
-use super::Device;
+use super::device::Device;
+use super::launch::{flat, launch, per_row, Bound};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 
 use super::kernels::KTensor;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 /// True for the block types the device kernels can quantize into.
 pub fn can_quantize(dtype: DType) -> bool {
@@ -49,7 +48,7 @@ pub(crate) fn rows_view(op: &'static str, b: &Bound) -> Result<KTensor> {
 pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
     let n = dst.l.nelements();
     if n != src.l.nelements() {
-        return Err(Error::Mismatch(format!("internal: copy of {:?} into {:?}", src.l.ne, dst.l.ne)));
+        return Err(Error::internal(format!("copy of {:?} into {:?}", src.l.ne, dst.l.ne)));
     }
     if n == 0 || (dst.ptr == src.ptr && dst.l.same_places(&src.l)) {
         return Ok(());
@@ -84,7 +83,7 @@ pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
 pub(crate) fn set_rows(dev: &Device, dst: Bound, x: Bound, idx: Bound, err_ptr: u64, claims_ptr: u64) -> Result<()> {
     let (dk, xk, ik) = (rows_view("set_rows", &dst)?, rows_view("set_rows", &x)?, idx.p("set_rows")?);
     if x.l.ne[0] != dst.l.ne[0] {
-        return Err(Error::Mismatch(format!("internal: set_rows of {:?} into {:?}", x.l.ne, dst.l.ne)));
+        return Err(Error::internal(format!("set_rows of {:?} into {:?}", x.l.ne, dst.l.ne)));
     }
     let nrows = x.l.nrows();
     launch!(dev, "rows", "rg_set_rows_claim", flat(nrows); claims_ptr, dk, xk, idx.ptr, ik, err_ptr, nrows);

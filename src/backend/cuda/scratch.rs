@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use super::exec::cuda_err;
+use super::launch::cuda_err;
 use crate::error::{Error, Result};
 
 /// Alignment of every scratch range (that of the plan buffer's tensors).
@@ -38,7 +38,7 @@ pub(crate) struct Scratch(Mutex<Arena>);
 
 impl Scratch {
     fn arena(&self) -> Result<std::sync::MutexGuard<'_, Arena>> {
-        self.0.lock().map_err(|_| Error::Invalid("internal: scratch lock poisoned".into()))
+        self.0.lock().map_err(|_| Error::internal("scratch lock poisoned"))
     }
 
     /// The device address of `bytes` bytes (256-byte aligned) that the
@@ -51,8 +51,8 @@ impl Scratch {
         let at = a.used;
         if at + size > cap {
             if a.fixed {
-                return Err(Error::Invalid(format!(
-                    "internal: scratch of {cap} bytes cannot grow to {} during a CUDA graph capture",
+                return Err(Error::internal(format!(
+                    "scratch of {cap} bytes cannot grow to {} during a CUDA graph capture",
                     at + size
                 )));
             }

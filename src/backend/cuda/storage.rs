@@ -15,14 +15,16 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
-use super::exec::{cuda_err, to_f32_rows};
+use super::copy::to_f32_rows;
+use super::device::Device;
 use super::graphs::{GraphCache, GraphStats};
-use super::{CudaBackend, CudaRules, Device};
+use super::launch::{cuda_err, Bound};
+use crate::backend::exec::Region;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::plan::{Allocator, Place, Plan};
-use crate::tensor::{Op, TensorId};
+use crate::plan::{Place, Plan};
+use crate::tensor::TensorId;
 
 /// The memory of one planned graph on a CUDA device: the plan buffer, and
 /// device copies of every data-holding leaf the graph reads or writes. Holds
@@ -72,40 +74,22 @@ impl std::fmt::Debug for CudaStorage {
     }
 }
 
-/// Where one storage root's bytes are on the device, for one compute.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Region {
-    pub base: u64,
-    pub len: usize,
-    pub writable: bool,
-}
-
-impl CudaBackend {
-    /// Device memory for `graph` placed by `plan` (made with [`CudaRules`] or
-    /// any rules with 256-byte alignment): a zeroed plan buffer, and every
-    /// data-holding leaf uploaded now, once.
-    pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
-        self.alloc_with_capacity(ctx, graph, plan, 0)
-    }
-    /// Like [`CudaBackend::alloc`], with a plan buffer of at least `capacity`
-    /// bytes so that other plans up to that size can be bound later
-    /// ([`CudaStorage::rebind`]).
-    pub fn alloc_with_capacity(
-        &self,
+impl CudaStorage {
+    /// Device memory for `graph` placed by `plan`: a zeroed plan buffer of at
+    /// least `capacity` bytes, and every data-holding leaf uploaded now, once.
+    /// The caller holds the device's stream.
+    pub(crate) fn new(
+        dev: &Arc<Device>,
         ctx: &Context,
         graph: &Graph,
         plan: Plan,
         capacity: usize,
     ) -> Result<CudaStorage> {
-        let _stream = self.dev.exclusive()?;
-        graph.check_context(ctx)?;
-        // before any weight is uploaded
-        super::exec::check_types(ctx, graph)?;
         plan.check_graph(graph)?;
         let size = plan.buffer_size().max(capacity).max(1);
-        let buffer = self.dev.stream.alloc_zeros::<u8>(size).map_err(cuda_err("alloc plan buffer"))?;
+        let buffer = dev.stream.alloc_zeros::<u8>(size).map_err(cuda_err("alloc plan buffer"))?;
         let mut st = CudaStorage {
-            dev: self.dev.clone(),
+            dev: dev.clone(),
             plan: plan.clone(),
             buffer: ManuallyDrop::new(buffer),
             leaves: HashMap::new(),
@@ -116,18 +100,12 @@ impl CudaBackend {
         st.bind_leaves(ctx, plan)?;
         Ok(st)
     }
-
-    /// Plans `graph` with [`CudaRules`], allocates and computes it: the
-    /// one-call way. Only leaves, inputs and outputs can be read afterwards.
-    pub fn run(&self, ctx: &Context, graph: &Graph) -> Result<CudaStorage> {
-        let plan = Allocator::new(CudaRules).plan(ctx, graph)?;
-        let mut storage = self.alloc(ctx, graph, plan)?;
-        self.compute(ctx, graph, &mut storage)?;
-        Ok(storage)
+    /// The plan buffer's device address and length (for poison mode).
+    pub(crate) fn buffer_extent(&mut self) -> (u64, usize) {
+        let len = self.buffer.len();
+        let (p, _sync) = self.buffer.device_ptr_mut(&self.dev.stream);
+        (p, len)
     }
-}
-
-impl CudaStorage {
     /// The plan this storage follows.
     pub fn plan(&self) -> &Plan {
         &self.plan
@@ -181,7 +159,7 @@ impl CudaStorage {
         if self.flags.as_ref().is_none_or(|f| f.len() < n) {
             self.flags = Some(stream.alloc_zeros::<i32>(n.next_power_of_two()).map_err(cuda_err("alloc flags"))?);
         }
-        let flags = self.flags.as_mut().ok_or_else(|| Error::Invalid("internal: no flag buffer".into()))?;
+        let flags = self.flags.as_mut().ok_or_else(|| Error::internal("no flag buffer"))?;
         let mut view = flags.slice_mut(0..n);
         stream.memset_zeros(&mut view).map_err(cuda_err("zero flags"))?;
         let ptr = flags.device_ptr_mut(&stream).0;
@@ -274,53 +252,6 @@ impl CudaStorage {
         Ok(())
     }
 
-    /// Poison mode: NaN bytes (0xFF) over the whole plan buffer except the
-    /// inputs placed in it (data-less leaves, set with `set_bytes`).
-    pub(crate) fn poison_all(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
-        let mut keep: Vec<(usize, usize)> = Vec::new();
-        for &leaf in graph.leafs() {
-            if let Some(Place::Buffer { offset }) = self.plan.place(leaf) {
-                keep.push((offset, ctx.tensor(leaf)?.layout().nbytes()));
-            }
-        }
-        keep.sort_unstable();
-        let len = self.buffer.len();
-        let mut at = 0;
-        for (o, n) in keep.into_iter().chain([(len, 0)]) {
-            if o > at {
-                self.fill_nan(at, o.min(len) - at)?;
-            }
-            at = at.max(o + n);
-        }
-        Ok(())
-    }
-    /// Poison mode: NaN bytes over the ranges the plan frees after `step`.
-    pub(crate) fn poison_ranges(&mut self, step: usize) -> Result<()> {
-        let ranges = self.plan.freed_after(step).to_vec();
-        for (o, n) in ranges {
-            if o.checked_add(n).is_some_and(|e| e <= self.buffer.len()) {
-                self.fill_nan(o, n)?;
-            }
-        }
-        Ok(())
-    }
-    /// 0xFF bytes over `len` bytes of the plan buffer from `offset`, on the stream.
-    fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
-        if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.buffer.len()) {
-            return Ok(());
-        }
-        let stream = self.dev.stream.clone();
-        self.dev.ctx.bind_to_thread().map_err(cuda_err("bind context"))?;
-        let mut view = self.buffer.slice_mut(offset..offset + len);
-        let (ptr, _sync) = view.device_ptr_mut(&stream);
-        // SAFETY: `ptr..ptr+len` lies inside the plan buffer (checked above),
-        // which this storage owns and which is alive for the call; the memset
-        // is ordered on the stream every kernel of this storage runs on, and
-        // any byte pattern is valid for a u8 buffer.
-        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, len, stream.cu_stream()) }
-            .map_err(cuda_err("poison (memset)"))
-    }
-
     /// The whole plan buffer, downloaded (tests of poison mode).
     #[cfg(test)]
     pub(crate) fn buffer_bytes(&self) -> Result<Vec<u8>> {
@@ -382,7 +313,7 @@ impl CudaStorage {
         let dev = self.dev.clone();
         let _stream = dev.exclusive()?;
         let t = ctx.tensor(id)?;
-        if t.op() != Op::Leaf {
+        if !t.op().is_leaf() {
             return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
         }
         let size = t.layout().nbytes();
@@ -424,7 +355,7 @@ impl CudaStorage {
     }
 
     /// Device base and length of every storage root the graph touches.
-    pub(crate) fn regions(&mut self, ctx: &Context, graph: &Graph) -> Result<HashMap<TensorId, Region>> {
+    pub(crate) fn regions(&mut self, ctx: &Context, graph: &Graph) -> Result<HashMap<TensorId, Region<u64>>> {
         let stream = self.dev.stream.clone();
         let buf_len = self.buffer.len();
         let buf_base = {
@@ -471,7 +402,7 @@ impl CudaStorage {
         let stream = &self.dev.stream;
         let (slice, offset, len) = self.root_slice(ctx, id)?;
         let base = slice.device_ptr(stream).0 + offset as u64;
-        let src = super::exec::Bound::new(base, len, t.view_offs(), *t.layout())?;
+        let src = Bound::new(base, len, t.view_offs(), *t.layout())?;
         if src.l.is_empty() {
             return Ok(Vec::new());
         }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, PinnedHostSlice};
 
-use super::exec::cuda_err;
+use super::launch::cuda_err;
 use crate::error::{Error, Result};
 
 /// Size of each pinned staging buffer.
@@ -35,13 +35,13 @@ impl Staging {
         if bytes.len() < 2 * STAGE_BYTES {
             return stream.clone_htod(bytes).map_err(cuda_err("upload leaf"));
         }
-        let mut guard = self.0.lock().map_err(|_| Error::Invalid("internal: staging lock poisoned".into()))?;
+        let mut guard = self.0.lock().map_err(|_| Error::internal("staging lock poisoned"))?;
         if guard.is_none() {
             // SAFETY: the pinned buffers are written (below) before any copy reads them.
             let pin = || unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(cuda_err("cuMemHostAlloc (staging)"));
             *guard = Some([pin()?, pin()?]);
         }
-        let stages = guard.as_mut().ok_or_else(|| Error::Invalid("internal: no staging buffers".into()))?;
+        let stages = guard.as_mut().ok_or_else(|| Error::internal("no staging buffers"))?;
         // SAFETY: every byte of the new buffer is written by the copies below before anyone reads it.
         let mut out = unsafe { stream.alloc::<u8>(bytes.len()) }.map_err(cuda_err("upload leaf"))?;
         for (i, chunk) in bytes.chunks(STAGE_BYTES).enumerate() {

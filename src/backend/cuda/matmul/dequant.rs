@@ -13,9 +13,10 @@
 //!
 //! [`CudaBackend::with_dequant_gemm`]: super::super::CudaBackend::with_dequant_gemm
 
-use super::super::exec::{copy, Bound};
-use super::super::Device;
-use super::{Gemm, GemmType};
+use super::super::copy::copy;
+use super::super::device::Device;
+use super::super::launch::Bound;
+use super::gemm::{Gemm, GemmType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -42,7 +43,7 @@ pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()
 fn mul_mat_chunked(dev: &Device, dst: Bound, a: Bound, b: Bound, chunk_bytes: i64) -> Result<()> {
     let (k, m, n) = (a.l.ne[0], a.l.ne[1], b.l.nrows());
     if b.l.ne[0] != k || dst.l.ne[0] != m || dst.l.nrows() != n {
-        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?} into {:?}", a.l.ne, b.l.ne, dst.l.ne)));
+        return Err(Error::internal(format!("mul_mat of {:?} by {:?} into {:?}", a.l.ne, b.l.ne, dst.l.ne)));
     }
     let half = DType::F16.type_size() as i64;
     let acts = dev.scratch.take(&dev.stream, (k * n * half) as usize)?;

@@ -24,9 +24,9 @@
 
 use cudarc::driver::{DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::super::exec::{cuda_err, Bound};
+use super::super::device::Device;
 use super::super::kernels::KTensor;
-use super::super::{CudaBackend, Device};
+use super::super::launch::{cuda_err, Bound};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -243,10 +243,10 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bo
         return Err(Error::Unsupported { op: "mul_mat (weights misaligned for the dot kernel)", dtype: wt });
     }
     if bl.ne[0] != k || d.ne[0] != al.ne[1] || (1..4).any(|i| d.ne[i] != bl.ne[i]) {
-        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?} into {:?}", al.ne, bl.ne, d.ne)));
+        return Err(Error::internal(format!("mul_mat of {:?} by {:?} into {:?}", al.ne, bl.ne, d.ne)));
     }
     if al.ne[2] == 0 || al.ne[3] == 0 || bl.ne[2] % al.ne[2] != 0 || bl.ne[3] % al.ne[3] != 0 {
-        return Err(Error::Mismatch(format!("internal: mul_mat of {:?} by {:?}", al.ne, bl.ne)));
+        return Err(Error::internal(format!("mul_mat of {:?} by {:?}", al.ne, bl.ne)));
     }
     let units = i32::try_from(k / 32).map_err(|_| Error::Invalid(format!("CUDA mul_mat: K = {k} too large")))?;
     let rows = ActRows::of(wt, &b)?;
@@ -294,34 +294,26 @@ pub(crate) fn to_cpu_layout(w: DType, dev_bytes: &[u8]) -> Vec<u8> {
     dev_bytes.chunks_exact(Q8_36).flat_map(|b| b[..2].iter().chain(&b[4..]).copied()).collect()
 }
 
-impl CudaBackend {
-    /// Quantizes `x` (rows of `k` values, `x.len() / k` of them) on the device
-    /// exactly as `mul_mat` does for weights of type `w`, and returns the bytes
-    /// the CPU's [`quant::dot::quantize_activations`](crate::quant::dot::quantize_activations)
-    /// writes for them, row after row (for tests and diagnostics).
-    ///
-    /// Errors when `w` is not a quantized weight type, `k` is not a whole
-    /// number of its partner's blocks, or `x.len()` not a multiple of `k`.
-    pub fn quantize_activations(&self, w: DType, x: &[f32], k: usize) -> Result<Vec<u8>> {
-        let dev = &*self.dev;
-        let _stream = dev.exclusive()?;
-        if k == 0 || !x.len().is_multiple_of(k) {
-            return Err(Error::shape("quantize_activations", format!("{} values are not rows of {k}", x.len())));
-        }
-        let rows = (x.len() / k) as i64;
-        let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
-        let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
-        let ptr = src.device_ptr(&dev.stream).0;
-        let src = Bound { ptr, l };
-        let rows = ActRows::of(w, &src)?;
-        let total = rows.total_bytes;
-        // SAFETY: the quantize kernel writes every byte before the download.
-        let out = unsafe { dev.stream.alloc::<u8>(total.max(1)) }.map_err(cuda_err("alloc"))?;
-        let op = out.device_ptr(&dev.stream).0;
-        quantize(dev, &src, &rows, op)?;
-        let bytes = dev.stream.clone_dtoh(&out).map_err(cuda_err("download"))?;
-        Ok(to_cpu_layout(w, &bytes[..total]))
+/// Quantizes `x` (rows of `k` values) on the device exactly as `mul_mat`
+/// does for weights of type `w`, and returns the CPU's bytes for them
+/// ([`CudaBackend::quantize_activations`](crate::CudaBackend::quantize_activations)).
+pub(crate) fn quantize_activations(dev: &Device, w: DType, x: &[f32], k: usize) -> Result<Vec<u8>> {
+    if k == 0 || !x.len().is_multiple_of(k) {
+        return Err(Error::shape("quantize_activations", format!("{} values are not rows of {k}", x.len())));
     }
+    let rows = (x.len() / k) as i64;
+    let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
+    let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
+    let ptr = src.device_ptr(&dev.stream).0;
+    let src = Bound { ptr, l };
+    let rows = ActRows::of(w, &src)?;
+    let total = rows.total_bytes;
+    // SAFETY: the quantize kernel writes every byte before the download.
+    let out = unsafe { dev.stream.alloc::<u8>(total.max(1)) }.map_err(cuda_err("alloc"))?;
+    let op = out.device_ptr(&dev.stream).0;
+    quantize(dev, &src, &rows, op)?;
+    let bytes = dev.stream.clone_dtoh(&out).map_err(cuda_err("download"))?;
+    Ok(to_cpu_layout(w, &bytes[..total]))
 }
 
 #[cfg(test)]

@@ -1,0 +1,171 @@
+//! The CPU backend: a rayon pool and its settings; a compute binds the
+//! storage's regions and runs the executor loop with the CPU kernels.
+
+use super::kernels::CpuKernels;
+use super::mem::Exec;
+use super::storage::CpuStorage;
+use crate::backend::exec;
+use crate::backend::traits::{Backend, BackendStorage};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::plan::{Allocator, Plan, ReuseRules, CPU_ALIGNMENT};
+use crate::tensor::TensorId;
+
+/// Runs graphs on the CPU.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    poison: bool,
+    repack: bool,
+}
+
+/// What the CPU kernels allow the planner: 64-byte alignment, and the ops'
+/// own in-place rules ([`Op::may_overwrite`](crate::Op::may_overwrite)).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuRules;
+
+impl ReuseRules for CpuRules {
+    fn alignment(&self) -> usize {
+        CPU_ALIGNMENT
+    }
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CpuBackend({} threads)", self.threads())
+    }
+}
+
+impl CpuBackend {
+    /// A backend with `threads` worker threads (0: one per core).
+    pub fn new(threads: usize) -> Result<CpuBackend> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("rgml-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
+        Ok(CpuBackend { pool, poison: false, repack: false })
+    }
+    /// Poison mode (a debug aid): before a run the plan buffer (inputs
+    /// excepted) is filled with NaN bytes, and every range the plan frees is
+    /// refilled with NaN right after its last use, so a kernel that reads freed
+    /// or unwritten memory produces NaN instead of a plausible value.
+    pub fn with_poison(mut self, poison: bool) -> CpuBackend {
+        self.poison = poison;
+        self
+    }
+    /// Repacked weights (off by default: weights are read in place). When on,
+    /// a Q4_0 (AVX2 or AVX-512 VNNI) or Q4_K (AVX-512 VNNI) weight matrix that
+    /// is a read-only file mapping (a GGUF leaf, see [`crate::load_gguf`]), 2-D
+    /// with packed rows, is repacked for the tile kernel the first time a
+    /// `mul_mat` reads it ([`crate::quant::tile::TileKernel::packs`]): its storage
+    /// keeps the repacked copy (as many bytes again as the weights) for every
+    /// later compute and graph it is rebound to. Results are bit for bit the
+    /// same; a matrix-vector product runs about 1.4–2× faster (see the README).
+    pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
+        self.repack = repack;
+        self
+    }
+    /// Whether [`CpuBackend::with_repacked_weights`] is on.
+    pub fn repacks_weights(&self) -> bool {
+        self.repack
+    }
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Runs `f` inside this backend's rayon pool (rayon's `install`): rayon's
+    /// parallel iterators in `f` use the executor's worker threads, as a
+    /// baseline measured beside it should.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    /// Memory for `graph` placed by `plan`: a zeroed plan buffer, and copies of
+    /// the leaves the graph writes, taken from the context now.
+    pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
+        CpuStorage::new(ctx, graph, plan, 0)
+    }
+    /// Like [`CpuBackend::alloc`], with a buffer of `capacity` bytes so that
+    /// other plans up to that size can be bound later ([`CpuStorage::rebind`]).
+    pub fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
+        CpuStorage::new(ctx, graph, plan, capacity)
+    }
+
+    /// Runs every node of `graph` in order. Leaves are read from `ctx` (in place,
+    /// no copy) except those the graph writes, which live in `storage`.
+    pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage) -> Result<()> {
+        graph.check_context(ctx)?;
+        storage.plan.check_graph(graph)?;
+        let buf = storage.buffer.as_bytes_mut();
+        let buf = (buf.as_mut_ptr(), buf.len());
+        let regions = storage.regions(ctx, graph, buf.0)?;
+        let CpuStorage { plan, packed, .. } = storage;
+        let ex = Exec { pool: Some(&self.pool) };
+        let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
+        if self.poison {
+            exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
+        }
+        let poison = self.poison.then_some(&*plan);
+        exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison })
+    }
+
+    /// Plans `graph` (liveness and in-place reuse), allocates and computes it:
+    /// the one-call way. Only leaves, inputs and outputs can be read afterwards.
+    pub fn run(&self, ctx: &Context, graph: &Graph) -> Result<CpuStorage> {
+        let plan = Allocator::new(CpuRules).plan(ctx, graph)?;
+        let mut storage = self.alloc(ctx, graph, plan)?;
+        self.compute(ctx, graph, &mut storage)?;
+        Ok(storage)
+    }
+}
+
+impl Backend for CpuBackend {
+    type Storage = CpuStorage;
+    type Rules = CpuRules;
+
+    fn rules(&self) -> CpuRules {
+        CpuRules
+    }
+    fn describe(&self) -> String {
+        let repack = if self.repacks_weights() { ", repacked weights" } else { "" };
+        format!("cpu ({} threads{repack})", self.threads())
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CpuStorage> {
+        CpuBackend::alloc(self, ctx, graph, plan)
+    }
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
+        CpuBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage) -> Result<()> {
+        CpuBackend::compute(self, ctx, graph, storage)
+    }
+}
+
+impl BackendStorage for CpuStorage {
+    fn plan(&self) -> &Plan {
+        CpuStorage::plan(self)
+    }
+    fn capacity(&self) -> usize {
+        CpuStorage::capacity(self)
+    }
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        CpuStorage::rebind(self, ctx, graph, plan)
+    }
+    fn grow(&mut self, capacity: usize) -> Result<()> {
+        CpuStorage::grow(self, capacity)
+    }
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        CpuStorage::reset_leaf(self, ctx, id)
+    }
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        CpuStorage::set_bytes(self, ctx, id, bytes)
+    }
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        CpuStorage::read_f32(self, ctx, id)
+    }
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        CpuStorage::read_bytes(self, ctx, id)
+    }
+}

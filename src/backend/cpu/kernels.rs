@@ -1,0 +1,111 @@
+//! The CPU's [`Kernels`]: each op family's kernel module, called by the
+//! executor loop with bound operands.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use super::mem::{self, Exec, Strided};
+use super::{copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
+use crate::backend::exec::{Kernels, Region, SoftMax};
+use crate::context::Context;
+use crate::error::Result;
+use crate::host::HostBuffer;
+use crate::op::{BinaryOp, GluOp, RopeParams, UnaryOp};
+use crate::plan::{Place, Plan};
+use crate::tensor::TensorId;
+
+/// One compute on the CPU: the pool split, the plan buffer (for poison
+/// mode) and, with repacked weights on, the storage's repacked matrices.
+pub(super) struct CpuKernels<'a> {
+    pub ex: Exec<'a>,
+    pub ctx: &'a Context,
+    pub plan: &'a Plan,
+    /// The plan buffer's first byte and length.
+    pub buf: (*mut u8, usize),
+    /// Repacked weights by leaf (`None` when repacking is off).
+    pub packed: Option<&'a mut HashMap<TensorId, Option<HostBuffer>>>,
+}
+
+impl CpuKernels<'_> {
+    /// The repacked form of weight leaf `a`, made on first use; `None` when
+    /// repacking is off or `a` does not qualify ([`matmul::repack`]).
+    fn packed(&mut self, a: TensorId) -> Result<Option<&[u8]>> {
+        let Some(packed) = self.packed.as_deref_mut() else { return Ok(None) };
+        let p = match packed.entry(a) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let in_place = self.plan.place(a) == Some(Place::Leaf);
+                e.insert(if in_place { matmul::repack(&self.ex, self.ctx, a)? } else { None })
+            }
+        };
+        Ok(p.as_ref().map(HostBuffer::as_bytes))
+    }
+}
+
+impl Kernels for CpuKernels<'_> {
+    type Base = *mut u8;
+    type Src = Strided;
+    type Dst = Strided;
+
+    fn src(r: &Region<*mut u8>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
+        Strided::new(r.base, r.len, offs, l)
+    }
+    fn dst(r: &Region<*mut u8>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
+        Strided::new(r.base, r.len, offs, l)
+    }
+    fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
+        mem::fill(self.buf.0, self.buf.1, offset, len, 0xFF);
+        Ok(())
+    }
+
+    fn copy(&mut self, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+        copy::copy(&self.ex, op, dst, src)
+    }
+    fn binary(&mut self, op: BinaryOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+        elementwise::binary(&self.ex, op, dst, a, b)
+    }
+    fn scale(&mut self, s: f32, dst: Strided, a: Strided) -> Result<()> {
+        elementwise::scale(&self.ex, s, dst, a)
+    }
+    fn unary(&mut self, op: UnaryOp, dst: Strided, a: Strided) -> Result<()> {
+        elementwise::unary(&self.ex, op, dst, a)
+    }
+    fn glu(&mut self, op: GluOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+        elementwise::glu(&self.ex, op, dst, a, b)
+    }
+    fn sum_rows(&mut self, dst: Strided, a: Strided) -> Result<()> {
+        reduce::sum_rows(&self.ex, dst, a)
+    }
+    fn mul_mat(&mut self, dst: Strided, a: Strided, b: Strided, weights: TensorId) -> Result<()> {
+        let ex = self.ex;
+        let packed = self.packed(weights)?;
+        matmul::mul_mat(&ex, dst, a, b, packed)
+    }
+    fn get_rows(&mut self, dst: Strided, table: Strided, index: Strided) -> Result<()> {
+        rows::get_rows(&self.ex, dst, table, index)
+    }
+    fn set_rows(&mut self, dst: Strided, rows: Strided, index: Strided) -> Result<()> {
+        rows::set_rows(&self.ex, dst, rows, index)
+    }
+    fn rms_norm(&mut self, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+        norm::rms_norm(&self.ex, eps, dst, a)
+    }
+    fn norm(&mut self, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+        norm::norm(&self.ex, eps, dst, a)
+    }
+    fn soft_max(&mut self, p: SoftMax, dst: Strided, a: Strided, mask: Option<Strided>) -> Result<()> {
+        softmax::soft_max(&self.ex, p.scale, p.max_bias, dst, a, mask)
+    }
+    fn diag_mask_inf(&mut self, n_past: i32, dst: Strided, a: Strided) -> Result<()> {
+        softmax::diag_mask_inf(&self.ex, n_past, dst, a)
+    }
+    fn rope(&mut self, p: &RopeParams, dst: Strided, a: Strided, pos: Strided, freq: Option<Strided>) -> Result<()> {
+        rope::rope(&self.ex, p, dst, a, pos, freq)
+    }
+    fn concat(&mut self, dim: usize, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+        shape::concat(&self.ex, dim, dst, a, b)
+    }
+    fn repeat(&mut self, dst: Strided, a: Strided) -> Result<()> {
+        shape::repeat(&self.ex, dst, a)
+    }
+}

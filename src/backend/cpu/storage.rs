@@ -1,0 +1,248 @@
+//! The memory of one planned graph on the CPU: the plan buffer, the copies
+//! of the leaves the graph writes, repacked weights, and reading results back.
+
+use std::collections::HashMap;
+
+use super::copy;
+use super::mem::Strided;
+use crate::backend::exec::Region;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::host::HostBuffer;
+use crate::plan::{Place, Plan};
+use crate::tensor::TensorId;
+
+/// The memory of one planned graph on the CPU: the plan buffer and the
+/// backend's copies of leaves the graph writes into. Holds the plan it was
+/// made for; reads results back with [`CpuStorage::read_f32`].
+#[derive(Debug)]
+pub struct CpuStorage {
+    pub(super) plan: Plan,
+    pub(super) buffer: HostBuffer,
+    leaf_copies: HashMap<TensorId, HostBuffer>,
+    /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`]);
+    /// `None` for a leaf that does not qualify.
+    pub(super) packed: HashMap<TensorId, Option<HostBuffer>>,
+}
+
+/// The backend's copies of the leaves `plan` says the graph writes: those in
+/// `held` are kept as they are (and so are the rest of `held`), the others are
+/// taken from the context.
+fn leaf_copies(
+    ctx: &Context,
+    graph: &Graph,
+    plan: &Plan,
+    mut held: HashMap<TensorId, HostBuffer>,
+) -> Result<HashMap<TensorId, HostBuffer>> {
+    graph.check_context(ctx)?;
+    plan.check_graph(graph)?;
+    let mut copies = HashMap::new();
+    for (root, place) in plan.places() {
+        if place == Place::LeafCopy {
+            let copy = match held.remove(&root) {
+                Some(c) => c,
+                None => HostBuffer::from_bytes(ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root)))?)?,
+            };
+            copies.insert(root, copy);
+        }
+    }
+    // copies the new plan does not use are kept for a later rebind
+    copies.extend(held);
+    Ok(copies)
+}
+
+impl CpuStorage {
+    /// Memory for `graph` placed by `plan`: a zeroed plan buffer of at least
+    /// `capacity` bytes, and copies of the leaves the graph writes, taken from
+    /// the context now.
+    pub(super) fn new(ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
+        let leaf_copies = leaf_copies(ctx, graph, &plan, HashMap::new())?;
+        let buffer = HostBuffer::zeroed(plan.buffer_size().max(capacity))?;
+        Ok(CpuStorage { buffer, plan, leaf_copies, packed: HashMap::new() })
+    }
+    /// The plan this storage follows.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    /// Bytes of the plan buffer this storage holds (at least the plan's size).
+    pub fn capacity(&self) -> usize {
+        self.buffer.len()
+    }
+    /// Switches this storage to `plan` (of another graph over the same
+    /// context), keeping its buffer; errors if the plan does not fit. Leaf
+    /// copies this storage already holds are kept as they are (state such as a
+    /// KV cache carries over from graph to graph); new ones are taken from the
+    /// context.
+    pub fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        if plan.buffer_size() > self.buffer.len() {
+            return Err(Error::Invalid(format!(
+                "plan needs a {}-byte buffer but this storage holds {} bytes",
+                plan.buffer_size(),
+                self.buffer.len()
+            )));
+        }
+        self.leaf_copies = leaf_copies(ctx, graph, &plan, std::mem::take(&mut self.leaf_copies))?;
+        // repacked weights stay for later graphs; those of dropped tensors go
+        self.packed.retain(|&id, _| ctx.tensor(id).is_ok());
+        self.plan = plan;
+        Ok(())
+    }
+    /// Grows the plan buffer to at least `capacity` bytes (its contents are not
+    /// kept: the next compute rewrites them; inputs placed in it must be set again).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], the old buffer kept.
+    pub fn grow(&mut self, capacity: usize) -> Result<()> {
+        if capacity > self.buffer.len() {
+            self.buffer = HostBuffer::zeroed(capacity)?;
+        }
+        Ok(())
+    }
+    /// Sets the backend's copy of leaf `id` back to the context's data (e.g. to
+    /// clear a KV cache).
+    pub fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        let bytes = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+        match self.leaf_copies.get_mut(&id) {
+            Some(copy) => {
+                copy.as_bytes_mut().copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(Error::Invalid(format!("{} is not a leaf this storage keeps a copy of", ctx.label(id)))),
+        }
+    }
+
+    /// Writes `bytes` into the storage of an input `id` that the plan placed
+    /// (a leaf without data in the context, e.g. from a `no_alloc` context).
+    pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        let t = ctx.tensor(id)?;
+        if !t.op().is_leaf() {
+            return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
+        }
+        let size = t.layout().nbytes();
+        if bytes.len() != size {
+            return Err(Error::DataSize { name: ctx.label(id), expected: size, found: bytes.len() });
+        }
+        let dst = match self.plan.place(id) {
+            Some(Place::Buffer { offset }) => &mut self.buffer.as_bytes_mut()[offset..offset + size],
+            Some(Place::LeafCopy) => match self.leaf_copies.get_mut(&id) {
+                Some(b) => b.as_bytes_mut(),
+                None => return Err(Error::NoData(ctx.label(id))),
+            },
+            Some(Place::Leaf) => {
+                return Err(Error::Invalid(format!("{} holds its data in the context: set it there", ctx.label(id))))
+            }
+            None => return Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
+        };
+        dst.copy_from_slice(bytes);
+        Ok(())
+    }
+    /// [`CpuStorage::set_bytes`] with typed values.
+    pub fn set_data<T: crate::host::Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
+        let dtype = ctx.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("set_data({})", ctx.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+    }
+
+    /// Base and length of every storage root the graph touches; the plan
+    /// buffer's bytes are at `buf_base`.
+    pub(super) fn regions(
+        &mut self,
+        ctx: &Context,
+        graph: &Graph,
+        buf_base: *mut u8,
+    ) -> Result<HashMap<TensorId, Region<*mut u8>>> {
+        let mut out = HashMap::new();
+        let buf_len = self.buffer.len();
+        for &id in graph.leafs().iter().chain(graph.nodes()) {
+            let t = ctx.tensor(id)?;
+            if t.view_src().is_some() {
+                continue;
+            }
+            let size = t.layout().nbytes();
+            let region = match self.plan.place(id) {
+                Some(Place::Leaf) => match ctx.leaf_bytes(id) {
+                    Some(b) => Region { base: b.as_ptr() as *mut u8, len: b.len(), writable: false },
+                    None => return Err(Error::NoData(ctx.label(id))),
+                },
+                Some(Place::LeafCopy) => {
+                    let b = self.leaf_copies.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+                    Region { base: b.as_bytes_mut().as_mut_ptr(), len: b.len(), writable: true }
+                }
+                Some(Place::Buffer { offset }) if offset.checked_add(size).is_some_and(|e| e <= buf_len) => {
+                    Region { base: buf_base.wrapping_add(offset), len: size, writable: true }
+                }
+                Some(Place::Buffer { offset }) => {
+                    return Err(Error::Mismatch(format!(
+                        "{} placed at {offset}+{size} outside the {buf_len}-byte buffer",
+                        ctx.label(id)
+                    )))
+                }
+                None => return Err(Error::Mismatch(format!("{} has no place in the plan", ctx.label(id)))),
+            };
+            out.insert(id, region);
+        }
+        Ok(out)
+    }
+
+    /// Bytes this storage holds in repacked weights
+    /// ([`CpuBackend::with_repacked_weights`]; 0 when off or nothing qualified).
+    pub fn repacked_bytes(&self) -> usize {
+        self.packed.values().flatten().map(HostBuffer::len).sum()
+    }
+
+    /// The bytes of the storage under `id` (its root's), after the last compute.
+    fn root_bytes<'a>(&'a self, ctx: &'a Context, id: TensorId) -> Result<&'a [u8]> {
+        let root = ctx.storage_root(id)?;
+        if !self.plan.is_retained(root) {
+            return Err(Error::Invalid(format!(
+                "{} is an intermediate whose memory the plan reuses: mark it as an output (Context::set_output or build_forward_expand) to read it",
+                ctx.label(id)
+            )));
+        }
+        match self.plan.place(root) {
+            Some(Place::Leaf) => ctx.leaf_bytes(root).ok_or_else(|| Error::NoData(ctx.label(root))),
+            Some(Place::LeafCopy) => {
+                self.leaf_copies.get(&root).map(HostBuffer::as_bytes).ok_or_else(|| Error::NoData(ctx.label(root)))
+            }
+            Some(Place::Buffer { offset }) => {
+                let size = ctx.tensor(root)?.layout().nbytes();
+                self.buffer
+                    .as_bytes()
+                    .get(offset..offset + size)
+                    .ok_or_else(|| Error::Mismatch("plan offset outside buffer".into()))
+            }
+            None => Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
+        }
+    }
+
+    /// The values of tensor `id` (any type, any layout, views included; block
+    /// types dequantized) as f32 in logical order, as they are after the last compute.
+    pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        let t = ctx.tensor(id)?;
+        let bytes = self.root_bytes(ctx, id)?;
+        // read-only: the copy kernel only reads from its source
+        let src = Strided::new(bytes.as_ptr() as *mut u8, bytes.len(), t.view_offs(), *t.layout())?;
+        copy::read_f32(src)
+    }
+
+    /// The raw bytes of a contiguous tensor `id` (e.g. a quantized result), after the last compute.
+    pub fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        let t = ctx.tensor(id)?;
+        let l = t.layout();
+        if !l.is_contiguous() {
+            return Err(Error::NotContiguous { op: "read_bytes", ne: l.ne, nb: l.nb, dtype: l.dtype });
+        }
+        let bytes = self.root_bytes(ctx, id)?;
+        bytes
+            .get(t.view_offs()..t.view_offs() + l.nbytes())
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::Mismatch("view outside its storage".into()))
+    }
+}

@@ -1,0 +1,342 @@
+//! The CUDA backend: a device and the settings of its runs
+//! ([`CudaConfig`]); a compute binds the storage's regions and runs the
+//! executor loop with the CUDA kernels, eagerly or as a CUDA graph.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+
+use super::device::Device;
+use super::graphs::Key;
+use super::launch::cuda_err;
+use super::matmul::{mmvq, QuantPath};
+use super::run::{check_types, CudaKernels};
+use super::storage::CudaStorage;
+use crate::backend::exec::{self, Region, Run};
+use crate::backend::traits::{Backend, BackendStorage};
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::plan::{Allocator, Plan, ReuseRules, CUDA_ALIGNMENT};
+use crate::tensor::TensorId;
+
+/// What the CUDA kernels allow the planner: 256-byte alignment, and the ops'
+/// own in-place rules (each elementwise thread reads its element before
+/// writing it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CudaRules;
+
+impl ReuseRules for CudaRules {
+    fn alignment(&self) -> usize {
+        CUDA_ALIGNMENT
+    }
+}
+
+/// The smallest batch of activation rows that block-type weights meet
+/// through F16 and cuBLAS by default ([`CudaConfig::dequant_gemm_from`]).
+pub const DEQUANT_GEMM_FROM: usize = 32;
+
+/// How a [`CudaBackend`] runs graphs. [`CudaConfig::default`] is what
+/// [`CudaBackend::new`] uses; [`CudaConfig::from_env`] reads the A/B
+/// switches of a GPU run from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaConfig {
+    /// Quantized `mul_mat` may use the staged dot kernels where the rows are
+    /// aligned for them (on by default). Both kernels compute the same sums
+    /// in the same order: this changes speed, not results.
+    pub staged_mmvq: bool,
+    /// From how many activation rows a `mul_mat` with block-type weights
+    /// dequantizes them to F16 and runs a cuBLAS GEMM (tensor cores) instead
+    /// of the dot kernels ([`DEQUANT_GEMM_FROM`] by default; `None`: never).
+    /// The dot kernels compute the CPU's function; the GEMM agrees with it to
+    /// F16 rounding. Only 2-D weights into a packed destination take it.
+    pub dequant_gemm_from: Option<usize>,
+    /// Repeated runs may replay CUDA graphs (off by default): the second time
+    /// a storage computes the same graph at the same device addresses, the
+    /// run is captured, and later runs launch the captured graph. Not in
+    /// poison mode. Results are the same bits ([`CudaStorage::graph_stats`]).
+    pub graphs: bool,
+}
+
+impl Default for CudaConfig {
+    fn default() -> CudaConfig {
+        CudaConfig { staged_mmvq: true, dequant_gemm_from: Some(DEQUANT_GEMM_FROM), graphs: false }
+    }
+}
+
+impl CudaConfig {
+    /// The defaults with the environment's switches: `RGML_CUDA_MMVQ=generic`
+    /// (the generic dot kernels), `RGML_CUDA_QGEMM=off` or a batch size (the
+    /// dequantized GEMM), `RGML_CUDA_GRAPHS=1` (CUDA graphs). A malformed
+    /// value is an error.
+    pub fn from_env() -> Result<CudaConfig> {
+        let mut c = CudaConfig::default();
+        c.staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
+        c.dequant_gemm_from = match std::env::var("RGML_CUDA_QGEMM") {
+            Ok(v) if v == "off" => None,
+            Ok(v) => Some(v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::Invalid(format!("RGML_CUDA_QGEMM={v}: expected `off` or a batch size of at least 1"))
+            })?),
+            Err(_) => c.dequant_gemm_from,
+        };
+        c.graphs = std::env::var("RGML_CUDA_GRAPHS").is_ok_and(|v| v == "1");
+        Ok(c)
+    }
+}
+
+/// Runs graphs on one CUDA device (see the module docs for what is wired).
+/// Clones share the device (its context, stream and loaded kernels).
+#[derive(Clone)]
+pub struct CudaBackend {
+    pub(crate) dev: Arc<Device>,
+    poison: bool,
+    quant: QuantPath,
+    graphs: bool,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBackend(#{} {}, {})", self.dev.ordinal, self.dev.name, self.dev.arch)
+    }
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal` with [`CudaConfig::default`]. Errors with
+    /// [`Error::Unavailable`] (never a panic) when a CUDA library is missing,
+    /// no device is present, or the ordinal is out of range.
+    pub fn new(ordinal: usize) -> Result<CudaBackend> {
+        CudaBackend::with_config(ordinal, CudaConfig::default())
+    }
+    /// Opens device `ordinal` with the settings `config`.
+    pub fn with_config(ordinal: usize, config: CudaConfig) -> Result<CudaBackend> {
+        let dev = Arc::new(Device::open(ordinal)?);
+        let quant = QuantPath { staged: config.staged_mmvq, dequant_from: config.dequant_gemm_from.map(|n| n as i64) };
+        Ok(CudaBackend { dev, poison: false, quant, graphs: config.graphs })
+    }
+    /// Poison mode (a debug aid, as [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)):
+    /// before a run the plan buffer (inputs placed in it excepted) is filled
+    /// with NaN bytes (0xFF), and every range the plan frees is refilled right
+    /// after its last use, so a planner bug shows as NaN.
+    pub fn with_poison(mut self, poison: bool) -> CudaBackend {
+        self.poison = poison;
+        self
+    }
+    /// True in poison mode.
+    pub fn poison(&self) -> bool {
+        self.poison
+    }
+    /// Whether quantized `mul_mat` may use the staged dot kernels where the
+    /// rows are aligned for them (on by default; off with
+    /// `RGML_CUDA_MMVQ=generic` in the environment). Both kernels compute the
+    /// same sums in the same order: this changes speed, not results.
+    pub fn with_staged_mmvq(mut self, staged: bool) -> CudaBackend {
+        self.quant.staged = staged;
+        self
+    }
+    /// From how many activation rows on a `mul_mat` with block-type weights
+    /// dequantizes them to F16 and runs a cuBLAS GEMM (tensor cores) instead
+    /// of the dot kernels: [`DEQUANT_GEMM_FROM`] by default (or
+    /// `RGML_CUDA_QGEMM=N`); `None` (`RGML_CUDA_QGEMM=off`): never. The dot
+    /// kernels compute the CPU's function; the GEMM agrees with it to F16
+    /// rounding of the activations and weights. Only 2-D weights into a
+    /// packed destination take the GEMM.
+    pub fn with_dequant_gemm(mut self, from: Option<usize>) -> CudaBackend {
+        self.quant.dequant_from = from.map(|n| n.max(1) as i64);
+        self
+    }
+    /// Whether [`compute`](CudaBackend::compute) may replay CUDA graphs (off
+    /// by default; on with `RGML_CUDA_GRAPHS=1` in the environment): the
+    /// second time a storage computes the same graph at the same device
+    /// addresses, the run is captured as a CUDA graph, and later runs launch
+    /// that graph (one launch instead of one per node). Not in poison mode.
+    /// Results are the same bits; see [`CudaStorage::graph_stats`].
+    pub fn with_graphs(mut self, graphs: bool) -> CudaBackend {
+        self.graphs = graphs;
+        self
+    }
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.dev.ordinal
+    }
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.dev.name
+    }
+    /// The NVRTC architecture kernels are compiled for (`compute_XY`).
+    pub fn arch(&self) -> &str {
+        &self.dev.arch
+    }
+    /// The cudarc context. Its event tracking is off (the backend orders all
+    /// of its work on one stream): slices made from it do not synchronize
+    /// across streams by themselves.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.dev.ctx
+    }
+    /// The one stream every operation of this backend is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.dev.stream
+    }
+    /// Kernel `func` of module `module`, compiling and loading the module at first use.
+    pub fn function(&self, module: &'static str, func: &'static str) -> Result<CudaFunction> {
+        self.dev.function(module, func)
+    }
+
+    /// Device memory for `graph` placed by `plan` (made with [`CudaRules`] or
+    /// any rules with 256-byte alignment): a zeroed plan buffer, and every
+    /// data-holding leaf uploaded now, once.
+    pub fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
+        self.alloc_with_capacity(ctx, graph, plan, 0)
+    }
+    /// Like [`CudaBackend::alloc`], with a plan buffer of at least `capacity`
+    /// bytes so that other plans up to that size can be bound later
+    /// ([`CudaStorage::rebind`]).
+    pub fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        capacity: usize,
+    ) -> Result<CudaStorage> {
+        let _stream = self.dev.exclusive()?;
+        graph.check_context(ctx)?;
+        // before any weight is uploaded
+        check_types(ctx, graph)?;
+        CudaStorage::new(&self.dev, ctx, graph, plan, capacity)
+    }
+
+    /// Plans `graph` with [`CudaRules`], allocates and computes it: the
+    /// one-call way. Only leaves, inputs and outputs can be read afterwards.
+    pub fn run(&self, ctx: &Context, graph: &Graph) -> Result<CudaStorage> {
+        let plan = Allocator::new(CudaRules).plan(ctx, graph)?;
+        let mut storage = self.alloc(ctx, graph, plan)?;
+        self.compute(ctx, graph, &mut storage)?;
+        Ok(storage)
+    }
+
+    /// Runs every node of `graph` in order on the device, then waits for the
+    /// stream. Index errors of `get_rows`/`set_rows` are reported after the run.
+    /// Data-holding leaves flagged as inputs are uploaded again first (so
+    /// `Context::set_data` between computes is seen, as on the CPU); in
+    /// poison mode the plan buffer is filled with NaN bytes first and every
+    /// range the plan frees after a step is refilled right after it. With
+    /// [`CudaBackend::with_graphs`], repeated runs launch a CUDA graph.
+    pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
+        graph.check_context(ctx)?;
+        check_types(ctx, graph)?;
+        storage.plan.check_graph(graph)?;
+        if !Arc::ptr_eq(&storage.dev, &self.dev) {
+            return Err(Error::Mismatch("storage was allocated by another CudaBackend".into()));
+        }
+        let dev = &*self.dev;
+        let _stream = dev.exclusive()?;
+        let regions = storage.regions(ctx, graph)?;
+        storage.refresh_inputs(ctx)?;
+        // the index-error flag, then each set_rows' claims: only graphs that
+        // have them pay for the buffer, its zeroing and the read-back
+        let claims = exec::index_claims(ctx, graph)?;
+        let flags = match claims {
+            Some(n) => storage.zeroed_flags(1 + n)?,
+            None => 0,
+        };
+        if self.poison {
+            dev.scratch.release()?;
+            let buf = storage.buffer_extent();
+            let mut k = self.kernels(flags, buf);
+            exec::poison_all(&mut k, ctx, graph, &storage.plan, buf.1)?;
+            exec::run(&mut k, &Run { ctx, graph, regions: &regions, poison: Some(&storage.plan) })?;
+        } else if self.graphs {
+            let key = Key::new(graph, &regions, flags, self.quant);
+            let mut eager = || self.run_nodes(ctx, graph, &regions, flags);
+            storage.graphs.run(dev, key, &mut eager)?;
+        } else {
+            self.run_nodes(ctx, graph, &regions, flags)?;
+        }
+        dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
+        let flag = if claims.is_some() { storage.first_flag()? } else { 0 };
+        match flag {
+            0 => Ok(()),
+            f if f & 1 != 0 => {
+                Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()))
+            }
+            _ => Err(Error::Invalid("set_rows: two rows are written to the same place".into())),
+        }
+    }
+
+    /// The kernels of one run: index flags at `flags`, the plan buffer `buf`.
+    fn kernels(&self, flags: u64, buf: (u64, usize)) -> CudaKernels<'_> {
+        CudaKernels { dev: &self.dev, quant: self.quant, err_ptr: flags, claims_ptr: flags + 4, buf }
+    }
+
+    /// Queues every node's kernels on the stream (no poison mode).
+    fn run_nodes(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        regions: &std::collections::HashMap<TensorId, Region<u64>>,
+        flags: u64,
+    ) -> Result<()> {
+        self.dev.scratch.release()?;
+        exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None })
+    }
+
+    /// Quantizes `x` (rows of `k` values, `x.len() / k` of them) on the device
+    /// exactly as `mul_mat` does for weights of type `w`, and returns the bytes
+    /// the CPU's [`quant::dot::quantize_activations`](crate::quant::dot::quantize_activations)
+    /// writes for them, row after row (for tests and diagnostics).
+    ///
+    /// Errors when `w` is not a quantized weight type, `k` is not a whole
+    /// number of its partner's blocks, or `x.len()` not a multiple of `k`.
+    pub fn quantize_activations(&self, w: DType, x: &[f32], k: usize) -> Result<Vec<u8>> {
+        let _stream = self.dev.exclusive()?;
+        mmvq::quantize_activations(&self.dev, w, x, k)
+    }
+}
+
+impl Backend for CudaBackend {
+    type Storage = CudaStorage;
+    type Rules = CudaRules;
+
+    fn rules(&self) -> CudaRules {
+        CudaRules
+    }
+    fn describe(&self) -> String {
+        format!("cuda #{} ({}, {})", self.ordinal(), self.name(), self.arch())
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
+        CudaBackend::alloc(self, ctx, graph, plan)
+    }
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CudaStorage> {
+        CudaBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
+        CudaBackend::compute(self, ctx, graph, storage)
+    }
+}
+
+impl BackendStorage for CudaStorage {
+    fn plan(&self) -> &Plan {
+        CudaStorage::plan(self)
+    }
+    fn capacity(&self) -> usize {
+        CudaStorage::capacity(self)
+    }
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()> {
+        CudaStorage::rebind(self, ctx, graph, plan)
+    }
+    fn grow(&mut self, capacity: usize) -> Result<()> {
+        CudaStorage::grow(self, capacity)
+    }
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
+        CudaStorage::reset_leaf(self, ctx, id)
+    }
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
+        CudaStorage::set_bytes(self, ctx, id, bytes)
+    }
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        CudaStorage::read_f32(self, ctx, id)
+    }
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+        CudaStorage::read_bytes(self, ctx, id)
+    }
+}

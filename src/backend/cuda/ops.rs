@@ -1,0 +1,156 @@
+//! The device kernels of the elementwise, row and shape ops: each function
+//! checks what its kernel assumes and launches it (the faster paths of
+//! `fast.rs` first where they apply).
+
+use super::device::Device;
+use super::fast;
+use super::kernels::{self, alibi_params, glu_code, KRope};
+use super::launch::{flat, launch, per_row, Bound};
+use crate::backend::exec::SoftMax;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::op::{BinaryOp, GluOp, RopeParams};
+
+/// `dst = a op b`, `b` tiled over `a`.
+pub(crate) fn binary(dev: &Device, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    let code = match op {
+        BinaryOp::Add => kernels::BINARY_ADD,
+        BinaryOp::Sub => kernels::BINARY_SUB,
+        BinaryOp::Mul => kernels::BINARY_MUL,
+        BinaryOp::Div => kernels::BINARY_DIV,
+    };
+    if !fast::binary(dev, code, &dst, &a, &b)? {
+        let (name, n) = (op.name(), dst.l.nelements());
+        launch!(dev, "binary", "rg_binary", flat(n);
+            code, dst.ptr, dst.k(name)?, a.ptr, a.k(name)?, b.ptr, b.k(name)?, n);
+    }
+    Ok(())
+}
+
+/// `dst = f(a)` for a unary op code (`param`: the factor of `scale`).
+pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: Bound, a: Bound) -> Result<()> {
+    if !fast::unary(dev, code, param, &dst, &a)? {
+        let n = dst.l.nelements();
+        launch!(dev, "unary", "rg_unary", flat(n); code, param, dst.ptr, dst.p("unary")?, a.ptr, a.p("unary")?, n);
+    }
+    Ok(())
+}
+
+/// `dst = f(a) * b`, all of one shape.
+pub(crate) fn glu(dev: &Device, op: GluOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    if a.l.ne != dst.l.ne || b.l.ne != dst.l.ne {
+        return Err(Error::internal(format!("{} of {:?} and {:?} into {:?}", op.name(), a.l.ne, b.l.ne, dst.l.ne)));
+    }
+    let (name, n, code) = (op.name(), dst.l.nelements(), glu_code(op));
+    launch!(dev, "unary", "rg_glu", flat(n);
+        code, dst.ptr, dst.p(name)?, a.ptr, a.p(name)?, b.ptr, b.p(name)?, n);
+    Ok(())
+}
+
+/// `dst[.., 0] = Σ a[.., i0]`.
+pub(crate) fn sum_rows(dev: &Device, dst: Bound, a: Bound) -> Result<()> {
+    launch!(dev, "reduce", "rg_sum_rows", per_row(a.l.nrows(), 0)?;
+        dst.ptr, dst.p("sum_rows")?, a.ptr, a.p("sum_rows")?);
+    Ok(())
+}
+
+/// `rms_norm` (`rms`) or `norm` of each row.
+pub(crate) fn norm(dev: &Device, rms: bool, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+    let rows = per_row(a.l.nrows(), 0)?;
+    if rms {
+        launch!(dev, "norm", "rg_rms_norm", rows; eps, dst.ptr, dst.p("rms_norm")?, a.ptr, a.p("rms_norm")?);
+    } else {
+        launch!(dev, "norm", "rg_norm", rows; eps, dst.ptr, dst.p("norm")?, a.ptr, a.p("norm")?);
+    }
+    Ok(())
+}
+
+/// Row softmax of `a*scale + slope*mask`.
+pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: Bound, a: Bound, mask: Option<Bound>) -> Result<()> {
+    let (scale, (nhl2, m0, m1)) = (p.scale, alibi_params(a.l.ne[2], p.max_bias));
+    let (mp, mk) = match mask {
+        Some(m) => (m.ptr, m.p("soft_max")?),
+        None => (0u64, a.p("soft_max")?),
+    };
+    launch!(dev, "softmax", "rg_soft_max", per_row(a.l.nrows(), 0)?;
+        scale, nhl2, m0, m1, dst.ptr, dst.p("soft_max")?, a.ptr, a.p("soft_max")?, mp, mk,
+        i32::from(mask.is_some()));
+    Ok(())
+}
+
+/// Elements past the causal diagonal set to `-inf`.
+pub(crate) fn diag_mask_inf(dev: &Device, n_past: i32, dst: Bound, a: Bound) -> Result<()> {
+    launch!(dev, "softmax", "rg_diag_mask_inf", flat(a.l.nelements());
+        n_past, dst.ptr, dst.p("diag_mask_inf")?, a.ptr, a.p("diag_mask_inf")?, a.l.nelements());
+    Ok(())
+}
+
+/// Rows of `table` at the I32 `index`; a bad index sets the flag at `err_ptr`.
+pub(crate) fn get_rows(dev: &Device, dst: Bound, table: Bound, index: Bound, err_ptr: u64) -> Result<()> {
+    check_index(&index, "get_rows")?;
+    launch!(dev, "rows", "rg_get_rows", per_row(dst.l.nrows(), 0)?;
+        dst.ptr, dst.p("get_rows")?, table.ptr, super::quant::rows_view("get_rows", &table)?, index.ptr,
+        index.p("get_rows")?, err_ptr);
+    Ok(())
+}
+
+/// `a` and `b` joined along `dim`.
+pub(crate) fn concat(dev: &Device, dim: usize, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    let size = same_size("concat", &[&dst, &a, &b])?;
+    if dim >= 4 {
+        return Err(Error::internal(format!("concat along dim {dim}")));
+    }
+    let n = dst.l.nelements();
+    launch!(dev, "shape", "rg_concat", flat(n);
+        dim as i32, size, dst.ptr, dst.p("concat")?, a.ptr, a.p("concat")?, b.ptr, b.p("concat")?, n);
+    Ok(())
+}
+
+/// `a` tiled to `dst`'s shape.
+pub(crate) fn repeat(dev: &Device, dst: Bound, a: Bound) -> Result<()> {
+    let size = same_size("repeat", &[&dst, &a])?;
+    if !dst.l.is_empty() && (0..4).any(|i| a.l.ne[i] == 0 || dst.l.ne[i] % a.l.ne[i] != 0) {
+        return Err(Error::internal(format!("repeat of {:?} into {:?}", a.l.ne, dst.l.ne)));
+    }
+    let n = dst.l.nelements();
+    launch!(dev, "shape", "rg_repeat", flat(n); size, dst.ptr, dst.p("repeat")?, a.ptr, a.p("repeat")?, n);
+    Ok(())
+}
+
+/// Rotary embedding of `a` at `pos`, with optional frequency factors.
+pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: Bound, a: Bound, pos: Bound, ff: Option<Bound>) -> Result<()> {
+    let n_dims = i64::from(p.n_dims);
+    if n_dims < 2 || n_dims % 2 != 0 || n_dims > a.l.ne[0] || pos.l.nelements() != a.l.ne[2] {
+        return Err(Error::internal(format!("rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
+    }
+    if pos.l.dtype != DType::I32 || ff.is_some_and(|f| f.l.dtype != DType::F32 || f.l.ne[0] < n_dims / 2) {
+        return Err(Error::internal("rope positions or frequency factors do not fit"));
+    }
+    let (fp, fk) = match ff {
+        Some(f) => (f.ptr, f.p("rope")?),
+        None => (0u64, pos.p("rope")?),
+    };
+    let shared = (n_dims / 2 * 4) as u32;
+    launch!(dev, "rope", "rg_rope", per_row(a.l.nrows(), shared)?;
+        KRope::of(p), dst.ptr, dst.p("rope")?, a.ptr, a.p("rope")?, pos.ptr, pos.p("rope")?, fp, fk,
+        i32::from(ff.is_some()));
+    Ok(())
+}
+
+/// The element size shared by `ts` (all of one plain type), for the exact copies of concat/repeat.
+fn same_size(op: &'static str, ts: &[&Bound]) -> Result<i32> {
+    let dtype = ts[0].l.dtype;
+    if let Some(t) = ts.iter().find(|t| t.l.dtype != dtype) {
+        return Err(Error::DTypeMismatch { what: op.into(), expected: dtype, found: t.l.dtype });
+    }
+    Ok(dtype.type_size() as i32)
+}
+
+/// Errors unless the indices are I32.
+pub(crate) fn check_index(idx: &Bound, op: &'static str) -> Result<()> {
+    if idx.l.dtype == DType::I32 {
+        Ok(())
+    } else {
+        Err(Error::Unsupported { op, dtype: idx.l.dtype })
+    }
+}

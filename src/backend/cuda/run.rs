@@ -1,0 +1,122 @@
+//! The CUDA backend's [`Kernels`]: each op family's launches, on the
+//! device's one stream, for the executor loop.
+
+use super::copy::copy;
+use super::device::Device;
+use super::kernels::{self, unary_code, UNARY_SCALE};
+use super::launch::Bound;
+use super::matmul::{self, QuantPath};
+use super::{ops, quant};
+use crate::backend::exec::{Kernels, Region, SoftMax};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::layout::Layout;
+use crate::op::{BinaryOp, GluOp, RopeParams, UnaryOp};
+use crate::tensor::TensorId;
+
+/// One run of a graph's nodes on the device.
+pub(crate) struct CudaKernels<'a> {
+    pub dev: &'a Device,
+    pub quant: QuantPath,
+    /// The index-error flag of `get_rows`/`set_rows` (0: the graph has none).
+    pub err_ptr: u64,
+    /// Where the next `set_rows`' claims go (one int per destination row).
+    pub claims_ptr: u64,
+    /// The plan buffer (address, bytes), for poison mode.
+    pub buf: (u64, usize),
+}
+
+impl Kernels for CudaKernels<'_> {
+    type Base = u64;
+    type Src = Bound;
+    type Dst = Bound;
+
+    fn src(r: &Region<u64>, offs: usize, l: Layout) -> Result<Bound> {
+        Bound::new(r.base, r.len, offs, l)
+    }
+    fn dst(r: &Region<u64>, offs: usize, l: Layout) -> Result<Bound> {
+        Bound::new(r.base, r.len, offs, l)
+    }
+    fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
+        self.dev.fill(self.buf, offset, len, 0xFF)
+    }
+    fn node_done(&mut self) -> Result<()> {
+        // the node's kernels are queued: its scratch may serve the next node
+        self.dev.scratch.release()
+    }
+
+    fn copy(&mut self, _op: &'static str, dst: Bound, src: Bound) -> Result<()> {
+        copy(self.dev, dst, src)
+    }
+    fn binary(&mut self, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+        ops::binary(self.dev, op, dst, a, b)
+    }
+    fn scale(&mut self, s: f32, dst: Bound, a: Bound) -> Result<()> {
+        ops::unary(self.dev, UNARY_SCALE, s, dst, a)
+    }
+    fn unary(&mut self, op: UnaryOp, dst: Bound, a: Bound) -> Result<()> {
+        ops::unary(self.dev, unary_code(op), 0.0, dst, a)
+    }
+    fn glu(&mut self, op: GluOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+        ops::glu(self.dev, op, dst, a, b)
+    }
+    fn sum_rows(&mut self, dst: Bound, a: Bound) -> Result<()> {
+        ops::sum_rows(self.dev, dst, a)
+    }
+    fn mul_mat(&mut self, dst: Bound, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
+        matmul::mul_mat(self.dev, dst, a, b, self.quant)
+    }
+    fn get_rows(&mut self, dst: Bound, table: Bound, index: Bound) -> Result<()> {
+        ops::get_rows(self.dev, dst, table, index, self.err_ptr)
+    }
+    fn set_rows(&mut self, dst: Bound, rows: Bound, index: Bound) -> Result<()> {
+        ops::check_index(&index, "set_rows")?;
+        let n = dst.l.nrows();
+        quant::set_rows(self.dev, dst, rows, index, self.err_ptr, self.claims_ptr)?;
+        self.claims_ptr += 4 * n as u64;
+        Ok(())
+    }
+    fn rms_norm(&mut self, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+        ops::norm(self.dev, true, eps, dst, a)
+    }
+    fn norm(&mut self, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+        ops::norm(self.dev, false, eps, dst, a)
+    }
+    fn soft_max(&mut self, p: SoftMax, dst: Bound, a: Bound, mask: Option<Bound>) -> Result<()> {
+        ops::soft_max(self.dev, p, dst, a, mask)
+    }
+    fn diag_mask_inf(&mut self, n_past: i32, dst: Bound, a: Bound) -> Result<()> {
+        ops::diag_mask_inf(self.dev, n_past, dst, a)
+    }
+    fn rope(&mut self, p: &RopeParams, dst: Bound, a: Bound, pos: Bound, freq: Option<Bound>) -> Result<()> {
+        ops::rope(self.dev, p, dst, a, pos, freq)
+    }
+    fn concat(&mut self, dim: usize, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+        ops::concat(self.dev, dim, dst, a, b)
+    }
+    fn repeat(&mut self, dst: Bound, a: Bound) -> Result<()> {
+        ops::repeat(self.dev, dst, a)
+    }
+}
+
+/// Refuses, before anything is uploaded or launched, a graph in which a node
+/// the device computes reads or writes a type the CUDA backend does not handle
+/// ([`kernels::handles`]): an [`Error::Unsupported`] naming the op and the type.
+/// Leaves and metadata ops (views, reshapes, permutes) of such types pass: no
+/// kernel reads them.
+pub(crate) fn check_types(ctx: &Context, graph: &Graph) -> Result<()> {
+    for &id in graph.nodes() {
+        let t = ctx.tensor(id)?;
+        if !t.op().is_compute() {
+            continue;
+        }
+        for s in std::iter::once(id).chain(t.src().iter().copied()) {
+            let dtype = ctx.layout(s)?.dtype;
+            if !kernels::handles(dtype) {
+                return Err(Error::Unsupported { op: t.op().name(), dtype });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! The one executor loop: every backend runs a planned graph through it.
+//!
+//! The loop owns what is the same on every device: the graph's order (program
+//! order restricted to the outputs), binding each operand to the region of its
+//! storage root, the refusal to write read-only storage, poison mode, and the
+//! count of index claims. A backend implements [`Kernels`], one method per op
+//! family, and nothing of the loop.
+
+use std::collections::HashMap;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::layout::Layout;
+use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
+use crate::plan::{Place, Plan};
+use crate::tensor::TensorId;
+
+/// Where one storage root's bytes are during a compute: a backend address
+/// (`B`), their length, and whether the compute may write them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Region<B> {
+    pub base: B,
+    pub len: usize,
+    pub writable: bool,
+}
+
+/// One backend's kernels, one method per op family. `Src` is a read-only
+/// operand, `Dst` the node's destination; both are checked to lie inside
+/// their region when bound ([`Kernels::src`], [`Kernels::dst`]).
+pub(crate) trait Kernels {
+    /// A region's address.
+    type Base: Copy;
+    /// A bound read-only operand.
+    type Src: Copy;
+    /// A bound destination.
+    type Dst;
+
+    /// The tensor `l` at byte `offs` of `r`, to be read.
+    fn src(r: &Region<Self::Base>, offs: usize, l: Layout) -> Result<Self::Src>;
+    /// The tensor `l` at byte `offs` of `r` (a writable region), to be written.
+    fn dst(r: &Region<Self::Base>, offs: usize, l: Layout) -> Result<Self::Dst>;
+    /// Poison mode: NaN bytes (0xFF) over `len` bytes of the plan buffer from
+    /// `offset` (ranges outside the buffer are ignored).
+    fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()>;
+    /// After each computed node (a device may recycle its scratch memory).
+    fn node_done(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// `cont`, `dup`, `cpy` (`op` names which): element `i` of `dst` in
+    /// logical order takes element `i` of `src`, converting the type.
+    fn copy(&mut self, op: &'static str, dst: Self::Dst, src: Self::Src) -> Result<()>;
+    /// `dst = a op b`, `b` tiled over `a`.
+    fn binary(&mut self, op: BinaryOp, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
+    /// `dst = a * s`.
+    fn scale(&mut self, s: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst = f(a)`.
+    fn unary(&mut self, op: UnaryOp, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst = f(a) * b`.
+    fn glu(&mut self, op: GluOp, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
+    /// `dst[.., 0] = Σ a[.., i0]`.
+    fn sum_rows(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// ggml's `mul_mat` with weights `a` (the leaf or node `weights`).
+    fn mul_mat(&mut self, dst: Self::Dst, a: Self::Src, b: Self::Src, weights: TensorId) -> Result<()>;
+    /// Rows of `table` at the I32 `index`.
+    fn get_rows(&mut self, dst: Self::Dst, table: Self::Src, index: Self::Src) -> Result<()>;
+    /// `rows` into `dst` at the I32 `index`.
+    fn set_rows(&mut self, dst: Self::Dst, rows: Self::Src, index: Self::Src) -> Result<()>;
+    /// Each row over its root mean square.
+    fn rms_norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// Each row centred and scaled to unit variance.
+    fn norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// Row softmax of `a*scale + slope*mask`.
+    fn soft_max(&mut self, p: SoftMax, dst: Self::Dst, a: Self::Src, mask: Option<Self::Src>) -> Result<()>;
+    /// Elements past the causal diagonal set to `-inf`.
+    fn diag_mask_inf(&mut self, n_past: i32, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// Rotary embedding at `pos`, with optional frequency factors.
+    fn rope(
+        &mut self,
+        p: &RopeParams,
+        dst: Self::Dst,
+        a: Self::Src,
+        pos: Self::Src,
+        freq: Option<Self::Src>,
+    ) -> Result<()>;
+    /// `a` and `b` joined along `dim`.
+    fn concat(&mut self, dim: usize, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
+    /// `a` tiled to `dst`'s shape.
+    fn repeat(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+}
+
+/// `soft_max_ext`'s two parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SoftMax {
+    pub scale: f32,
+    pub max_bias: f32,
+}
+
+/// One compute's nodes and where their storage roots are.
+pub(crate) struct Run<'a, B> {
+    pub ctx: &'a Context,
+    pub graph: &'a Graph,
+    pub regions: &'a HashMap<TensorId, Region<B>>,
+    /// Poison mode: the plan whose freed ranges are refilled with NaN after each step.
+    pub poison: Option<&'a Plan>,
+}
+
+/// Runs every node of the graph in order on `k`.
+pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
+    for (step, &id) in run.graph.nodes().iter().enumerate() {
+        let t = run.ctx.tensor(id)?;
+        if t.op().is_compute() {
+            let dst = bind(run, id, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
+            node(k, run, t.op(), dst)?;
+            k.node_done()?;
+        }
+        if let Some(plan) = run.poison {
+            for &(offset, len) in plan.freed_after(step) {
+                k.fill_nan(offset, len)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One node's kernel: its operands bound by role.
+fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> Result<()> {
+    let src = |id: TensorId| bind(run, id, false).and_then(|(r, offs, l)| K::src(r, offs, l));
+    let opt = |id: Option<TensorId>| id.map(src).transpose();
+    match op {
+        Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } => k.copy(op.name(), dst, src(a)?),
+        Op::Binary { op, a, b } => k.binary(op, dst, src(a)?, src(b)?),
+        Op::Scale { a, s } => k.scale(s, dst, src(a)?),
+        Op::Unary { op, a } => k.unary(op, dst, src(a)?),
+        Op::Glu { op, a, b } => k.glu(op, dst, src(a)?, src(b)?),
+        Op::SumRows { a } => k.sum_rows(dst, src(a)?),
+        Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
+        Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
+        Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),
+        Op::RmsNorm { a, eps } => k.rms_norm(eps, dst, src(a)?),
+        Op::Norm { a, eps } => k.norm(eps, dst, src(a)?),
+        Op::SoftMax { a, mask, scale, max_bias } => k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, opt(mask)?),
+        Op::DiagMaskInf { a, n_past } => k.diag_mask_inf(n_past, dst, src(a)?),
+        Op::Rope { a, pos, freq, p } => k.rope(&p, dst, src(a)?, src(pos)?, opt(freq)?),
+        Op::Concat { a, b, dim } => k.concat(dim, dst, src(a)?, src(b)?),
+        Op::Repeat { a } => k.repeat(dst, src(a)?),
+        Op::Leaf
+        | Op::View { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Permute { .. }
+        | Op::Expand { .. } => Err(Error::internal(format!("{} has no kernel", op.name()))),
+    }
+}
+
+/// The region, byte offset and layout of tensor `id` during a compute.
+fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, write: bool) -> Result<(&'a Region<B>, usize, Layout)> {
+    let t = run.ctx.tensor(id)?;
+    let root = t.view_src().unwrap_or(id);
+    let r = run
+        .regions
+        .get(&root)
+        .ok_or_else(|| Error::internal(format!("{} has no place in the plan", run.ctx.label(root))))?;
+    if write && !r.writable {
+        return Err(Error::internal(format!(
+            "{} would write the read-only storage of {}",
+            run.ctx.label(id),
+            run.ctx.label(root)
+        )));
+    }
+    Ok((r, t.view_offs(), *t.layout()))
+}
+
+/// Poison mode before a run: NaN bytes over the whole plan buffer of
+/// `capacity` bytes except the inputs placed in it.
+pub(crate) fn poison_all<K: Kernels>(
+    k: &mut K,
+    ctx: &Context,
+    graph: &Graph,
+    plan: &Plan,
+    capacity: usize,
+) -> Result<()> {
+    let mut keep: Vec<(usize, usize)> = Vec::new();
+    for &leaf in graph.leafs() {
+        if let Some(Place::Buffer { offset }) = plan.place(leaf) {
+            keep.push((offset, ctx.tensor(leaf)?.layout().nbytes()));
+        }
+    }
+    keep.sort_unstable();
+    let mut at = 0;
+    for (o, n) in keep.into_iter().chain([(capacity, 0)]) {
+        if o > at {
+            k.fill_nan(at, o.min(capacity) - at)?;
+        }
+        at = at.max(o + n);
+    }
+    Ok(())
+}
+
+/// The rows of destination the graph's index ops claim (`None`: no node reads
+/// indices), for a device that checks them after the run ([`Op::index_claims`]).
+pub(crate) fn index_claims(ctx: &Context, graph: &Graph) -> Result<Option<usize>> {
+    let mut claims = None;
+    for &id in graph.nodes() {
+        let t = ctx.tensor(id)?;
+        if let Some(n) = t.op().index_claims(t.layout()) {
+            claims = Some(claims.unwrap_or(0) + n);
+        }
+    }
+    Ok(claims)
+}

@@ -1,0 +1,89 @@
+//! The two traits models are written against: [`Backend`] and [`BackendStorage`].
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::host::Element;
+use crate::plan::{Allocator, Plan, ReuseRules};
+use crate::tensor::TensorId;
+
+/// A device that runs planned graphs.
+///
+/// A compute reads data-holding leaves (weights) from the backend's view of
+/// the context: the CPU reads them in place; CUDA uploads them at `alloc` (or
+/// the first `rebind` that needs them) and re-uploads leaves flagged as inputs
+/// ([`Context::set_input`]) before every compute, so new input data set in the
+/// context with [`Context::set_data`] is seen by the next compute on both.
+/// Leaves the graph writes (`Place::LeafCopy`, e.g. a KV cache) live in the
+/// storage and persist across computes and rebinds.
+pub trait Backend {
+    /// The memory of one planned graph on this backend.
+    type Storage: BackendStorage;
+    /// What the backend's kernels allow the planner (alignment, in-place reuse).
+    type Rules: ReuseRules;
+
+    /// The planner rules for this backend.
+    fn rules(&self) -> Self::Rules;
+    /// A short description of the device ("cpu (4 threads)", "cuda #0 …").
+    fn describe(&self) -> String;
+    /// Plans `graph` with this backend's rules.
+    fn plan(&self, ctx: &Context, graph: &Graph) -> Result<Plan> {
+        Allocator::new(self.rules()).plan(ctx, graph)
+    }
+    /// Memory for `graph` placed by `plan` (made with this backend's rules).
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<Self::Storage>;
+    /// Like [`Backend::alloc`] with a plan buffer of at least `capacity`
+    /// bytes, so that larger plans can be bound later
+    /// ([`BackendStorage::rebind`]).
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<Self::Storage>;
+    /// Runs every node of `graph` in order; results stay in `storage`.
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()>;
+    /// Plans, allocates and computes `graph`: the one-call way.
+    fn run(&self, ctx: &Context, graph: &Graph) -> Result<Self::Storage> {
+        let plan = self.plan(ctx, graph)?;
+        let mut st = self.alloc(ctx, graph, plan)?;
+        self.compute(ctx, graph, &mut st)?;
+        Ok(st)
+    }
+}
+
+/// The memory of one planned graph on a backend: the plan buffer and the
+/// backend's copies of leaves. Same semantics on every backend.
+pub trait BackendStorage {
+    /// The plan this storage follows.
+    fn plan(&self) -> &Plan;
+    /// Bytes of the plan buffer (at least the plan's size).
+    fn capacity(&self) -> usize;
+    /// Switches to `plan` of another graph over the same context, keeping the
+    /// buffer (errors if the plan does not fit: [`BackendStorage::grow`]
+    /// first). Copies of written leaves already held are kept as they are (a
+    /// KV cache carries over); new ones are taken from the context.
+    fn rebind(&mut self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<()>;
+    /// Grows the plan buffer to at least `capacity` bytes; its contents are
+    /// not kept (inputs placed in it must be set again).
+    fn grow(&mut self, capacity: usize) -> Result<()>;
+    /// Sets the storage's copy of a leaf the graph writes back to the
+    /// context's data (e.g. to clear a KV cache); errors for other tensors.
+    fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()>;
+    /// Writes `bytes` into an input leaf the plan placed in the buffer (or a
+    /// written leaf's copy).
+    fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()>;
+    /// [`BackendStorage::set_bytes`] with typed values (checked against the dtype).
+    fn set_data<T: Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
+        let dtype = ctx.layout(id)?.dtype;
+        if dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                what: format!("set_data({})", ctx.label(id)),
+                expected: dtype,
+                found: T::DTYPE,
+            });
+        }
+        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+    }
+    /// The values of `id` as f32 in logical order, after the last compute
+    /// (leaves, inputs and outputs; not reused intermediates).
+    fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>>;
+    /// The raw bytes of a contiguous tensor `id` after the last compute
+    /// ([`Error::NotContiguous`] otherwise).
+    fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>>;
+}

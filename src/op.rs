@@ -1,0 +1,484 @@
+//! The op registry: every op rgml knows, defined once. A variant names its
+//! operands by role; the methods below give each op's name, operands in
+//! source order, what its kernel may overwrite in place, and its cost. The
+//! constructors in [`crate::ops`] give the shape and type rules; each backend
+//! supplies one kernel per op family through the executor loop
+//! (`backend/exec.rs`), the only other place that matches on ops.
+
+use crate::error::Result;
+use crate::id::TensorId;
+use crate::layout::Layout;
+
+/// Elementwise functions of one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh approximation (ggml's `gelu`).
+    Gelu,
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `-x`.
+    Neg,
+    /// `x * x`.
+    Sqr,
+    /// `sqrt(x)`.
+    Sqrt,
+    /// `exp(x)`.
+    Exp,
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 7] =
+        [UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::Silu, UnaryOp::Neg, UnaryOp::Sqr, UnaryOp::Sqrt, UnaryOp::Exp];
+
+    /// ggml's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Neg => "neg",
+            UnaryOp::Sqr => "sqr",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Exp => "exp",
+        }
+    }
+}
+
+/// Elementwise functions of two inputs (the second broadcast into the first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`.
+    Div,
+}
+
+impl BinaryOp {
+    /// ggml's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+        }
+    }
+}
+
+/// Parameters of [`Op::Rope`]: ggml's `rope_ext` arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    /// Number of leading values of each row that are rotated (even, at most `ne0`);
+    /// the rest pass through unchanged.
+    pub n_dims: i32,
+    /// [`RopeParams::NORMAL`] (rotate adjacent pairs) or [`RopeParams::NEOX`]
+    /// (rotate `x[i]` with `x[i + n_dims/2]`).
+    pub mode: i32,
+    /// The training context length YaRN's correction dims are computed for.
+    pub n_ctx_orig: i32,
+    /// Base of the frequencies: pair `i` turns at `freq_base^(-2i/n_dims)` per position.
+    pub freq_base: f32,
+    /// Position interpolation factor (1: none).
+    pub freq_scale: f32,
+    /// YaRN's extrapolation mix (0: plain interpolation, no YaRN).
+    pub ext_factor: f32,
+    /// Magnitude scale of the rotated values.
+    pub attn_factor: f32,
+    /// YaRN's fast correction boundary (in rotations).
+    pub beta_fast: f32,
+    /// YaRN's slow correction boundary (in rotations).
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// ggml's `GGML_ROPE_TYPE_NORMAL`: rotate `(x[2i], x[2i+1])`.
+    pub const NORMAL: i32 = 0;
+    /// ggml's `GGML_ROPE_TYPE_NEOX`: rotate `(x[i], x[i + n_dims/2])`.
+    pub const NEOX: i32 = 2;
+
+    /// `n_dims` and `mode` with the defaults of `ggml_rope`: `freq_base` 10000,
+    /// `freq_scale` 1, `ext_factor` 0, `attn_factor` 1, `beta_fast` 32,
+    /// `beta_slow` 1, `n_ctx_orig` 0 (the betas only matter when `ext_factor != 0`).
+    pub fn new(n_dims: i32, mode: i32) -> RopeParams {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
+}
+
+/// Gated linear units: `f(a) * b` elementwise (ggml's `glu` ops, split form).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GluOp {
+    /// `silu(a) * b` (ggml's `swiglu`): the gated FFN of Llama-style models.
+    Swiglu,
+    /// `gelu(a) * b` (ggml's `geglu`, tanh GELU): Gemma's gated FFN.
+    Geglu,
+}
+
+impl GluOp {
+    /// ggml's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GluOp::Swiglu => "swiglu",
+            GluOp::Geglu => "geglu",
+        }
+    }
+}
+
+/// What produces a tensor, with its operands by role. Metadata-only ops
+/// ([`Op::is_metadata`]) move no bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// A leaf: data set by the user (or none, in a `no_alloc` context).
+    Leaf,
+    /// `view_1d..4d`: a strided window into `src`'s storage.
+    View {
+        /// The viewed tensor.
+        src: TensorId,
+    },
+    /// `reshape_1d..4d` of a contiguous `src`.
+    Reshape {
+        /// The reshaped tensor.
+        src: TensorId,
+    },
+    /// Swap dims 0 and 1 of `src`.
+    Transpose {
+        /// The transposed tensor.
+        src: TensorId,
+    },
+    /// Dim `i` of `src` moves to position `axes[i]`.
+    Permute {
+        /// The permuted tensor.
+        src: TensorId,
+        /// Where each source dim goes.
+        axes: [usize; 4],
+    },
+    /// Stride-0 broadcast of the size-1 dims of `src`.
+    Expand {
+        /// The broadcast tensor.
+        src: TensorId,
+    },
+    /// Copy of `src` into a new contiguous tensor of the same type.
+    Cont {
+        /// The copied tensor.
+        src: TensorId,
+    },
+    /// Copy of `src` into `dst`'s storage, converting the type (a view of `dst`).
+    Cpy {
+        /// The copied tensor.
+        src: TensorId,
+        /// The tensor written.
+        dst: TensorId,
+    },
+    /// Copy of `src` into a new contiguous tensor with its shape.
+    Dup {
+        /// The copied tensor.
+        src: TensorId,
+    },
+    /// Elementwise `a op b`, `b` broadcast by tiling.
+    Binary {
+        /// The function.
+        op: BinaryOp,
+        /// The left operand (the result's shape).
+        a: TensorId,
+        /// The right operand, tiled over `a`.
+        b: TensorId,
+    },
+    /// `a * s`.
+    Scale {
+        /// The input.
+        a: TensorId,
+        /// The factor.
+        s: f32,
+    },
+    /// Elementwise function of `a`.
+    Unary {
+        /// The function.
+        op: UnaryOp,
+        /// The input.
+        a: TensorId,
+    },
+    /// Gated linear unit `f(a) * b` (same shapes).
+    Glu {
+        /// The gate function.
+        op: GluOp,
+        /// The gate input.
+        a: TensorId,
+        /// The values gated.
+        b: TensorId,
+    },
+    /// Sum over dim 0 of `a`.
+    SumRows {
+        /// The input.
+        a: TensorId,
+    },
+    /// ggml's `mul_mat`: `out[i3,i2,i1,i0] = Σ_k a[.., i0, k] * b[i3, i2, i1, k]`.
+    MulMat {
+        /// The weights (any type), broadcast over `b`'s dims 2 and 3.
+        a: TensorId,
+        /// The activations.
+        b: TensorId,
+    },
+    /// ggml's `get_rows`: rows of `table` picked by the I32 `index`.
+    GetRows {
+        /// The rows picked from (any type).
+        table: TensorId,
+        /// I32 row numbers.
+        index: TensorId,
+    },
+    /// ggml's `set_rows`: `rows` written into `dst`'s storage at the I32
+    /// `index` (the result is a view of `dst`).
+    SetRows {
+        /// The tensor written.
+        dst: TensorId,
+        /// The new rows.
+        rows: TensorId,
+        /// I32 row numbers in `dst`.
+        index: TensorId,
+    },
+    /// ggml's `rms_norm`: each row divided by `sqrt(mean(x²) + eps)`.
+    RmsNorm {
+        /// The input.
+        a: TensorId,
+        /// Added to the mean square before the square root.
+        eps: f32,
+    },
+    /// ggml's `norm`: each row centred and divided by `sqrt(var + eps)`.
+    Norm {
+        /// The input.
+        a: TensorId,
+        /// Added to the variance before the square root.
+        eps: f32,
+    },
+    /// ggml's `soft_max_ext`: row softmax of `a*scale + slope*mask`.
+    SoftMax {
+        /// The input.
+        a: TensorId,
+        /// The optional additive mask, broadcast over `a`'s dims 2 and 3.
+        mask: Option<TensorId>,
+        /// Factor applied to the input before the mask is added.
+        scale: f32,
+        /// ALiBi maximum bias (0: no ALiBi, slope 1).
+        max_bias: f32,
+    },
+    /// ggml's `diag_mask_inf`: elements with `i0 > n_past + i1` set to `-inf`.
+    DiagMaskInf {
+        /// The input.
+        a: TensorId,
+        /// Number of past positions every row may see beyond the diagonal.
+        n_past: i32,
+    },
+    /// ggml's `rope_ext`: rotary position embedding of `a` at the I32 positions `pos`.
+    Rope {
+        /// The input.
+        a: TensorId,
+        /// I32 positions, one per `a.ne[2]`.
+        pos: TensorId,
+        /// Optional F32 frequency factors (one per rotated pair).
+        freq: Option<TensorId>,
+        /// The `rope_ext` arguments.
+        p: RopeParams,
+    },
+    /// ggml's `concat`: `a` and `b` joined along `dim`.
+    Concat {
+        /// The first part.
+        a: TensorId,
+        /// The second part.
+        b: TensorId,
+        /// The dim along which the inputs are joined (0..4).
+        dim: usize,
+    },
+    /// ggml's `repeat`: `a` tiled to the result's shape.
+    Repeat {
+        /// The tiled tensor.
+        a: TensorId,
+    },
+}
+
+/// Bytes a node reads and writes, counting each logical element once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Bytes read from sources.
+    pub read: u64,
+    /// Bytes written to the destination.
+    pub written: u64,
+}
+
+impl Traffic {
+    /// Read plus written.
+    pub fn total(&self) -> u64 {
+        self.read + self.written
+    }
+}
+
+/// Logical bytes of a tensor: its elements at their type's size (a stride-0
+/// broadcast counts each stored element once).
+fn stored_bytes(l: &Layout) -> u64 {
+    let distinct: i64 = (0..4).map(|i| if l.nb[i] == 0 { 1 } else { l.ne[i] }).product();
+    (distinct as u64 / l.dtype.block_size() as u64) * l.dtype.type_size() as u64
+}
+
+impl Op {
+    /// ggml's name of the op.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Leaf => "none",
+            Op::View { .. } => "view",
+            Op::Reshape { .. } => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Permute { .. } => "permute",
+            Op::Expand { .. } => "expand",
+            Op::Cont { .. } => "cont",
+            Op::Cpy { .. } => "cpy",
+            Op::Dup { .. } => "dup",
+            Op::Binary { op, .. } => op.name(),
+            Op::Scale { .. } => "scale",
+            Op::Unary { op, .. } => op.name(),
+            Op::Glu { op, .. } => op.name(),
+            Op::SumRows { .. } => "sum_rows",
+            Op::MulMat { .. } => "mul_mat",
+            Op::GetRows { .. } => "get_rows",
+            Op::SetRows { .. } => "set_rows",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Norm { .. } => "norm",
+            Op::SoftMax { .. } => "soft_max",
+            Op::DiagMaskInf { .. } => "diag_mask_inf",
+            Op::Rope { .. } => "rope",
+            Op::Concat { .. } => "concat",
+            Op::Repeat { .. } => "repeat",
+        }
+    }
+
+    /// The operands in source order (ggml's `src[0..]`): the graph's edges.
+    pub fn operands(&self) -> Vec<TensorId> {
+        match *self {
+            Op::Leaf => vec![],
+            Op::View { src }
+            | Op::Reshape { src }
+            | Op::Transpose { src }
+            | Op::Permute { src, .. }
+            | Op::Expand { src }
+            | Op::Cont { src }
+            | Op::Dup { src } => vec![src],
+            Op::Cpy { src, dst } => vec![src, dst],
+            Op::Scale { a, .. }
+            | Op::Unary { a, .. }
+            | Op::SumRows { a }
+            | Op::RmsNorm { a, .. }
+            | Op::Norm { a, .. }
+            | Op::DiagMaskInf { a, .. }
+            | Op::Repeat { a } => vec![a],
+            Op::Binary { a, b, .. } | Op::Glu { a, b, .. } | Op::MulMat { a, b } | Op::Concat { a, b, .. } => {
+                vec![a, b]
+            }
+            Op::GetRows { table, index } => vec![table, index],
+            Op::SetRows { dst, rows, index } => vec![dst, rows, index],
+            Op::SoftMax { a, mask, .. } => std::iter::once(a).chain(mask).collect(),
+            Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
+        }
+    }
+
+    /// True for a leaf (no producing op).
+    pub fn is_leaf(&self) -> bool {
+        matches!(self, Op::Leaf)
+    }
+
+    /// True for ops that only make a new header over existing bytes.
+    pub fn is_metadata(&self) -> bool {
+        matches!(
+            self,
+            Op::View { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } | Op::Expand { .. }
+        )
+    }
+
+    /// True for ops a backend runs a kernel for (neither leaves nor metadata).
+    pub fn is_compute(&self) -> bool {
+        !self.is_leaf() && !self.is_metadata()
+    }
+
+    /// True if the op's kernel stays correct when its destination is the same
+    /// bytes, in the same layout, as operand `slot`: the single-pass kernels,
+    /// which read each element right before writing it (a copy onto an
+    /// identical layout is a no-op). `mul_mat`, reductions and row ops never.
+    pub fn may_overwrite(&self, slot: usize) -> bool {
+        match self {
+            Op::Binary { .. } | Op::Glu { .. } => slot <= 1,
+            Op::Scale { .. } | Op::Unary { .. } | Op::Cont { .. } | Op::Dup { .. } | Op::DiagMaskInf { .. } => {
+                slot == 0
+            }
+            _ => false,
+        }
+    }
+
+    /// The operand a matrix product reads as its weights (`mul_mat`'s `a`).
+    pub fn weight(&self) -> Option<TensorId> {
+        match *self {
+            Op::MulMat { a, .. } => Some(a),
+            _ => None,
+        }
+    }
+
+    /// For the ops that read I32 row indices (`get_rows`, `set_rows`): how
+    /// many destination rows they claim, which a device checks for duplicates
+    /// (`set_rows`: each row of `out` written at most once; `get_rows`: 0).
+    pub fn index_claims(&self, out: &Layout) -> Option<usize> {
+        match self {
+            Op::GetRows { .. } => Some(0),
+            Op::SetRows { .. } => Some(usize::try_from(out.nrows()).unwrap_or(0)),
+            _ => None,
+        }
+    }
+
+    /// The least memory traffic of the op producing `out`: zero for leaves
+    /// and metadata ops; for compute ops every source element read once and
+    /// every result element written once (`cpy` does not read its
+    /// destination; `get_rows` reads the picked rows, `set_rows` writes them).
+    pub fn traffic(&self, layout: impl Fn(TensorId) -> Result<Layout>, out: &Layout) -> Result<Traffic> {
+        let written = stored_bytes(out);
+        let read = match *self {
+            _ if !self.is_compute() => return Ok(Traffic::default()),
+            Op::Cpy { src, .. } => stored_bytes(&layout(src)?),
+            Op::GetRows { table, index } => {
+                stored_bytes(&layout(index)?) + out.nrows() as u64 * layout(table)?.row_size() as u64
+            }
+            Op::SetRows { rows, index, .. } => {
+                let rows = layout(rows)?;
+                let written = rows.nrows() as u64 * out.row_size() as u64;
+                return Ok(Traffic { read: stored_bytes(&rows) + stored_bytes(&layout(index)?), written });
+            }
+            _ => self.operands().into_iter().map(|s| layout(s).map(|l| stored_bytes(&l))).sum::<Result<u64>>()?,
+        };
+        Ok(Traffic { read, written })
+    }
+
+    /// Floating-point operations of the op producing `out` (2·M·N·K for
+    /// `mul_mat`, one per element for elementwise ops, 0 for copies and views).
+    pub fn flops(&self, layout: impl Fn(TensorId) -> Result<Layout>, out: &Layout) -> Result<u64> {
+        let n = out.nelements() as u64;
+        Ok(match *self {
+            Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
+            Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
+            Op::Glu { .. } => 2 * n,
+            Op::SumRows { a } => layout(a)?.nelements() as u64,
+            Op::RmsNorm { .. } => 3 * n,
+            Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
+            Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),
+            _ => 0,
+        })
+    }
+}
