@@ -52,7 +52,7 @@ for line in sys.stdin:
 ' "$BIN"
     }
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
-        --test cuda_graphs --test cuda_kernels_compile | copy_tests
+        --test cuda_graphs | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda | copy_tests
     cargo build --release -p rgml-models --bin rgml
     cp target/release/rgml "$BIN/rgml"
@@ -182,7 +182,6 @@ run() {   # run NAME FILTER...
 }
 if want tests; then
     echo "== tests"
-    run cuda_kernels_compile
     run cuda_ops
     run cuda_quant
     run cuda_matmul

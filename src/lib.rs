@@ -20,6 +20,8 @@
 //! assert_eq!(out.read_f32(&ctx, c).unwrap(), vec![2., 4., 3., 5., 4., 6.]);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod context;
 pub mod cost;
@@ -36,10 +38,9 @@ pub mod ops;
 pub mod plan;
 pub mod quant;
 pub mod tensor;
-pub mod workloads;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
-pub use backend::cuda::{CudaBackend, CudaRules, CudaStorage, GraphStats};
+pub use backend::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage, GraphStats};
 pub use backend::{AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage};
 pub use context::{Context, ContextMark};
 pub use dtype::DType;

@@ -9,6 +9,8 @@
 //! temporaries come from (and that a captured graph's addresses depend on)
 //! growing in the middle of a node.
 
+#![cfg(feature = "cuda")]
+
 mod common;
 use common::{cuda, Rng};
 use rgml::{quant, Backend, BackendStorage, Context, CpuBackend, CudaBackend, DType, Graph, GraphStats, TensorId};

@@ -24,6 +24,8 @@
 //! 2⁻¹⁰ of itself, 1e-3; the sum's order adds nothing visible. The other
 //! cases run with that GEMM off, so they test the dot kernels.
 
+#![cfg(feature = "cuda")]
+
 mod common;
 use common::cuda;
 use rgml::quant::{self, dot};
@@ -60,7 +62,7 @@ const TYPES: [DType; 13] = [
 #[test]
 fn the_cuda_weight_types_lead_the_cpu_list() {
     assert_eq!(TYPES[..], dot::WEIGHT_TYPES[..TYPES.len()]);
-    assert!(dot::WEIGHT_TYPES[TYPES.len()..].iter().all(|&t| !rgml::backend::cuda::kernels::handles(t)));
+    assert!(dot::WEIGHT_TYPES[TYPES.len()..].iter().all(|&t| !CudaBackend::handles(t)));
 }
 
 /// A K for `wt`: whole blocks, and not a multiple of 256 where the type allows.
@@ -321,40 +323,6 @@ fn quantize_activations_rejects_bad_input() {
     assert!(gpu.quantize_activations(DType::Q4_0, &[0.0; 48], 48).is_err());
     assert!(gpu.quantize_activations(DType::Q4_K, &[0.0; 64], 32).is_err());
     assert!(gpu.quantize_activations(DType::Q4_0, &[0.0; 33], 32).is_err());
-}
-
-/// The dot kernels' parameter struct is 104 bytes in the PTX too (no GPU
-/// needed, only NVRTC; skipped without it).
-#[test]
-fn mmvq_parameter_size_in_ptx() {
-    match rgml::backend::cuda::compile("mmvq", "compute_90") {
-        Ok(ptx) => {
-            let src = ptx.to_src();
-            for name in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"] {
-                let want = format!(".param .align 8 .b8 rg_mmvq_{name}_param_3[104]");
-                assert!(src.contains(&want), "missing {want}");
-            }
-            assert!(!src.contains(".local"), "a dot kernel spills to local memory");
-        }
-        Err(e) => println!("SKIP: NVRTC: {e}"),
-    }
-}
-
-/// Each weight type's module (`mmvq_<type>`) holds its three dot kernels and
-/// no other type's, so a model compiles only the types it has.
-#[test]
-fn each_weight_type_has_a_module_of_its_own() {
-    for (module, _, _) in rgml::backend::cuda::kernels::VARIANTS {
-        let ptx = match rgml::backend::cuda::compile(module, "compute_90") {
-            Ok(ptx) => ptx.to_src(),
-            Err(e) => return println!("SKIP: NVRTC: {e}"),
-        };
-        let mut entries: Vec<&str> = common::ptx_entries(&ptx);
-        entries.sort_unstable();
-        let t = module.trim_start_matches("mmvq_");
-        let want = [format!("rg_mmvq_{t}"), format!("rg_mmvq_{t}_staged"), format!("rg_mmvq_{t}_staged_n1")];
-        assert_eq!(entries, want, "{module}");
-    }
 }
 
 /// The staged dot kernels (taken when every weight row and activation row is

@@ -4,6 +4,8 @@
 //! the CUDA half prints `SKIP: …` and the tests pass; with
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
+#![cfg(feature = "cuda")]
+
 mod common;
 use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, TensorId, UnaryOp};

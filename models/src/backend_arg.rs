@@ -15,12 +15,13 @@ pub enum BackendArg {
 
 impl BackendArg {
     /// Opens the backend: the CPU with `threads` threads (0: one per core), or
-    /// CUDA device `device`. Without CUDA this is [`rgml::Error::Unavailable`]
-    /// naming the missing library.
+    /// CUDA device `device` with the environment's switches
+    /// ([`rgml::CudaConfig::from_env`]). Without CUDA this is
+    /// [`rgml::Error::Unavailable`] naming the missing library.
     pub fn open(self, threads: usize, device: usize) -> Result<AnyBackend> {
         match self {
             BackendArg::Cpu => AnyBackend::cpu(threads),
-            BackendArg::Cuda => AnyBackend::cuda(device),
+            BackendArg::Cuda => AnyBackend::cuda_with(device, rgml::CudaConfig::from_env()?),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::model::kv::KvType;
 use crate::model::{argmax, LoadOptions, Model};
-use rgml::workloads::{self, Workload};
+use crate::workloads::{self, Workload};
 use rgml::CpuBackend;
 
 /// Bytes of the memcpy baseline.

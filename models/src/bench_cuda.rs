@@ -31,8 +31,8 @@
 //!   and per graph run: launch and synchronization cost. `W6-graph` and
 //!   `overhead-graph`: the same with CUDA graphs (every timed run a replay).
 
+use crate::workloads::{self, Workload};
 use cudarc::driver::CudaSlice;
-use rgml::workloads::{self, Workload};
 use rgml::{Allocator, CudaBackend, CudaRules, DType};
 
 use crate::bench::{time, Row};
@@ -192,7 +192,8 @@ pub fn run(
     mut fail: impl FnMut(&str, &str),
 ) -> Result<Outcome, String> {
     check(sizes)?;
-    let be = CudaBackend::new(device).map_err(|e| e.to_string())?;
+    let config = rgml::CudaConfig::from_env().map_err(|e| e.to_string())?;
+    let be = CudaBackend::with_config(device, config).map_err(|e| e.to_string())?;
     eprintln!("CUDA device #{}: {} ({})", be.ordinal(), be.name(), be.arch());
     let copy_bytes = (sizes.n * sizes.n * 4) as usize;
     let mut base = CopyBase::new(&be, copy_bytes)?;

@@ -50,3 +50,4 @@ pub mod run;
 pub mod sampler;
 pub mod text_cli;
 pub mod tokenizer;
+pub mod workloads;

@@ -422,7 +422,8 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
     )?;
     if a.llama {
         // decode speed with and without CUDA graphs, on one backend
-        let be = rgml::CudaBackend::new(a.device.unwrap_or(0)).map_err(|e| e.to_string())?;
+        let config = rgml::CudaConfig::from_env().map_err(|e| e.to_string())?;
+        let be = rgml::CudaBackend::with_config(a.device.unwrap_or(0), config).map_err(|e| e.to_string())?;
         for graphs in [false, true] {
             let how = format!("{be:?}, CUDA graphs {}", if graphs { "on" } else { "off" });
             let b = be.clone().with_graphs(graphs);

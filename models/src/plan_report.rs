@@ -52,7 +52,7 @@ pub fn mlp(n: i64) -> Result<Report, String> {
 
 /// A chain of `len` adds on 16 floats (planning time at scale).
 pub fn chain(len: usize) -> Result<Report, String> {
-    let w = rgml::workloads::add_chain(len, 16).map_err(|e| e.to_string())?;
+    let w = crate::workloads::add_chain(len, 16).map_err(|e| e.to_string())?;
     report(format!("chain of {len} adds"), &w.ctx, &w.graph)
 }
 

@@ -1,7 +1,10 @@
 //! [`AnyBackend`]: the CPU or a CUDA device, chosen at run time.
 
+// Without the `cuda` feature the CUDA types are uninhabited: their arms are dead code.
+#![cfg_attr(not(feature = "cuda"), allow(unreachable_code, clippy::large_enum_variant))]
+
 use super::cpu::{CpuBackend, CpuRules, CpuStorage};
-use super::cuda::{CudaBackend, CudaRules, CudaStorage};
+use super::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage};
 use super::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -46,6 +49,10 @@ impl AnyBackend {
     /// CUDA device `ordinal`; [`Error::Unavailable`] without CUDA or that device.
     pub fn cuda(ordinal: usize) -> Result<AnyBackend> {
         CudaBackend::new(ordinal).map(AnyBackend::Cuda)
+    }
+    /// CUDA device `ordinal` with the settings `config` ([`CudaBackend::with_config`]).
+    pub fn cuda_with(ordinal: usize, config: CudaConfig) -> Result<AnyBackend> {
+        CudaBackend::with_config(ordinal, config).map(AnyBackend::Cuda)
     }
     /// Poison mode on either backend (see [`CpuBackend::with_poison`]).
     pub fn with_poison(self, poison: bool) -> AnyBackend {

@@ -200,6 +200,7 @@ pub(crate) fn poison_all<K: Kernels>(
 
 /// The rows of destination the graph's index ops claim (`None`: no node reads
 /// indices), for a device that checks them after the run ([`Op::index_claims`]).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only a device checks claims afterwards
 pub(crate) fn index_claims(ctx: &Context, graph: &Graph) -> Result<Option<usize>> {
     let mut claims = None;
     for &id in graph.nodes() {

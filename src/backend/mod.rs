@@ -1,4 +1,4 @@
-//! Executors. Each runs a planned [`Graph`] node by node on one device; they
+//! Executors. Each runs a planned [`Graph`](crate::Graph) node by node on one device; they
 //! read tensor headers and placements, never the builder API.
 //!
 //! Models are written once against two traits: [`Backend`] (plans, allocates
@@ -23,7 +23,12 @@
 
 mod any;
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_off.rs"]
+pub mod cuda;
+mod cuda_config;
 pub(crate) mod exec;
 mod traits;
 

@@ -2,6 +2,9 @@
 //! device 0 when one is present (else the CUDA half prints `SKIP: …`; with
 //! `RGML_REQUIRE_CUDA=1` a missing device is a failure).
 
+// Without the `cuda` feature the CUDA halves are dead code (the types are uninhabited).
+#![cfg_attr(not(feature = "cuda"), allow(unreachable_code))]
+
 use super::{AnyBackend, Backend, BackendStorage};
 use crate::{Context, CpuBackend, CudaBackend, DType, Error, Graph, TensorId};
 
@@ -198,6 +201,7 @@ fn any_backend_refuses_the_other_kinds_storage() {
 }
 
 /// CUDA poison mode fills the ranges the plan frees with 0xFF, like the CPU's.
+#[cfg(feature = "cuda")]
 #[test]
 fn cuda_poison_mode_fills_freed_ranges_with_nan() {
     use crate::{Allocator, CudaRules, Place};

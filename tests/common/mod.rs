@@ -46,11 +46,3 @@ impl Rng {
         (0..n).map(|_| self.f(r)).collect()
     }
 }
-
-/// The kernel names (`.entry`) of a PTX text, in order.
-pub fn ptx_entries(ptx: &str) -> Vec<&str> {
-    ptx.split(".entry ")
-        .skip(1)
-        .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
-        .collect()
-}

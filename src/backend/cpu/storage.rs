@@ -192,7 +192,7 @@ impl CpuStorage {
     }
 
     /// Bytes this storage holds in repacked weights
-    /// ([`CpuBackend::with_repacked_weights`]; 0 when off or nothing qualified).
+    /// ([`CpuBackend::with_repacked_weights`](crate::CpuBackend::with_repacked_weights); 0 when off or nothing qualified).
     pub fn repacked_bytes(&self) -> usize {
         self.packed.values().flatten().map(HostBuffer::len).sum()
     }

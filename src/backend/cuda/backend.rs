@@ -12,78 +12,15 @@ use super::launch::cuda_err;
 use super::matmul::{mmvq, QuantPath};
 use super::run::{check_types, CudaKernels};
 use super::storage::CudaStorage;
+use crate::backend::cuda_config::{CudaConfig, CudaRules};
 use crate::backend::exec::{self, Region, Run};
 use crate::backend::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::plan::{Allocator, Plan, ReuseRules, CUDA_ALIGNMENT};
+use crate::plan::{Allocator, Plan};
 use crate::tensor::TensorId;
-
-/// What the CUDA kernels allow the planner: 256-byte alignment, and the ops'
-/// own in-place rules (each elementwise thread reads its element before
-/// writing it).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CudaRules;
-
-impl ReuseRules for CudaRules {
-    fn alignment(&self) -> usize {
-        CUDA_ALIGNMENT
-    }
-}
-
-/// The smallest batch of activation rows that block-type weights meet
-/// through F16 and cuBLAS by default ([`CudaConfig::dequant_gemm_from`]).
-pub const DEQUANT_GEMM_FROM: usize = 32;
-
-/// How a [`CudaBackend`] runs graphs. [`CudaConfig::default`] is what
-/// [`CudaBackend::new`] uses; [`CudaConfig::from_env`] reads the A/B
-/// switches of a GPU run from the environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CudaConfig {
-    /// Quantized `mul_mat` may use the staged dot kernels where the rows are
-    /// aligned for them (on by default). Both kernels compute the same sums
-    /// in the same order: this changes speed, not results.
-    pub staged_mmvq: bool,
-    /// From how many activation rows a `mul_mat` with block-type weights
-    /// dequantizes them to F16 and runs a cuBLAS GEMM (tensor cores) instead
-    /// of the dot kernels ([`DEQUANT_GEMM_FROM`] by default; `None`: never).
-    /// The dot kernels compute the CPU's function; the GEMM agrees with it to
-    /// F16 rounding. Only 2-D weights into a packed destination take it.
-    pub dequant_gemm_from: Option<usize>,
-    /// Repeated runs may replay CUDA graphs (off by default): the second time
-    /// a storage computes the same graph at the same device addresses, the
-    /// run is captured, and later runs launch the captured graph. Not in
-    /// poison mode. Results are the same bits ([`CudaStorage::graph_stats`]).
-    pub graphs: bool,
-}
-
-impl Default for CudaConfig {
-    fn default() -> CudaConfig {
-        CudaConfig { staged_mmvq: true, dequant_gemm_from: Some(DEQUANT_GEMM_FROM), graphs: false }
-    }
-}
-
-impl CudaConfig {
-    /// The defaults with the environment's switches: `RGML_CUDA_MMVQ=generic`
-    /// (the generic dot kernels), `RGML_CUDA_QGEMM=off` or a batch size (the
-    /// dequantized GEMM), `RGML_CUDA_GRAPHS=1` (CUDA graphs). A malformed
-    /// value is an error.
-    pub fn from_env() -> Result<CudaConfig> {
-        let mut c = CudaConfig::default();
-        c.staged_mmvq = std::env::var("RGML_CUDA_MMVQ").map_or(true, |v| v != "generic");
-        c.dequant_gemm_from = match std::env::var("RGML_CUDA_QGEMM") {
-            Ok(v) if v == "off" => None,
-            Ok(v) => Some(v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                Error::Invalid(format!("RGML_CUDA_QGEMM={v}: expected `off` or a batch size of at least 1"))
-            })?),
-            Err(_) => c.dequant_gemm_from,
-        };
-        c.graphs = std::env::var("RGML_CUDA_GRAPHS").is_ok_and(|v| v == "1");
-        Ok(c)
-    }
-}
 
 /// Runs graphs on one CUDA device (see the module docs for what is wired).
 /// Clones share the device (its context, stream and loaded kernels).
@@ -126,34 +63,27 @@ impl CudaBackend {
     pub fn poison(&self) -> bool {
         self.poison
     }
-    /// Whether quantized `mul_mat` may use the staged dot kernels where the
-    /// rows are aligned for them (on by default; off with
-    /// `RGML_CUDA_MMVQ=generic` in the environment). Both kernels compute the
-    /// same sums in the same order: this changes speed, not results.
+    /// [`CudaConfig::staged_mmvq`] for this backend.
     pub fn with_staged_mmvq(mut self, staged: bool) -> CudaBackend {
         self.quant.staged = staged;
         self
     }
-    /// From how many activation rows on a `mul_mat` with block-type weights
-    /// dequantizes them to F16 and runs a cuBLAS GEMM (tensor cores) instead
-    /// of the dot kernels: [`DEQUANT_GEMM_FROM`] by default (or
-    /// `RGML_CUDA_QGEMM=N`); `None` (`RGML_CUDA_QGEMM=off`): never. The dot
-    /// kernels compute the CPU's function; the GEMM agrees with it to F16
-    /// rounding of the activations and weights. Only 2-D weights into a
-    /// packed destination take the GEMM.
+    /// [`CudaConfig::dequant_gemm_from`] for this backend (`Some(0)` counts as 1).
     pub fn with_dequant_gemm(mut self, from: Option<usize>) -> CudaBackend {
         self.quant.dequant_from = from.map(|n| n.max(1) as i64);
         self
     }
-    /// Whether [`compute`](CudaBackend::compute) may replay CUDA graphs (off
-    /// by default; on with `RGML_CUDA_GRAPHS=1` in the environment): the
-    /// second time a storage computes the same graph at the same device
-    /// addresses, the run is captured as a CUDA graph, and later runs launch
-    /// that graph (one launch instead of one per node). Not in poison mode.
-    /// Results are the same bits; see [`CudaStorage::graph_stats`].
+    /// [`CudaConfig::graphs`] for this backend.
     pub fn with_graphs(mut self, graphs: bool) -> CudaBackend {
         self.graphs = graphs;
         self
+    }
+    /// Whether the CUDA kernels compute with `dtype`: false for the types
+    /// added after them (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the i-quants, the
+    /// ternary types); a graph whose computed nodes read or write one is
+    /// refused before anything is uploaded.
+    pub fn handles(dtype: DType) -> bool {
+        super::kernels::handles(dtype)
     }
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use super::device::Device;
 use super::launch::cuda_err;
 use super::matmul::QuantPath;
+use crate::backend::cuda_config::GraphStats;
 use crate::backend::exec::Region;
 use crate::error::Result;
 use crate::graph::Graph;
@@ -32,20 +33,6 @@ use crate::tensor::TensorId;
 
 /// How many captured graphs a storage keeps (the least recently used goes first).
 const KEEP: usize = 8;
-
-/// What a storage's computes did with CUDA graphs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GraphStats {
-    /// Runs that launched the nodes one by one (first runs of a graph, and
-    /// every run after a fallback).
-    pub eager: u64,
-    /// Runs that captured a graph (and launched it).
-    pub captured: u64,
-    /// Runs that launched a graph captured before.
-    pub replayed: u64,
-    /// Why graphs were given up for this storage, if they were.
-    pub fallback: Option<String>,
-}
 
 /// What a captured graph's launches depend on (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]

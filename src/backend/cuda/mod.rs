@@ -1,10 +1,10 @@
 //! The CUDA executor (cudarc, libraries loaded at run time).
 //!
-//! What exists: library probing that turns a missing
-//! driver, NVRTC or cuBLAS into [`Error::Unavailable`] before cudarc can panic
-//! ([`probe()`](fn@probe)); the kernel sources (`kernels/*.cu`) with their argument
-//! structs ([`kernels`]); NVRTC compilation cached per (module, arch)
-//! ([`compile`]); [`CudaBackend`], which opens a device and its stream, binds a
+//! What exists: library probing (`probe.rs`) that turns a missing
+//! driver, NVRTC or cuBLAS into [`Error::Unavailable`](crate::Error::Unavailable)
+//! before cudarc can panic; the kernel sources (`kernels/*.cu`) with their argument
+//! structs (`kernels.rs`); NVRTC compilation cached per (module, arch)
+//! (`nvrtc.rs`); [`CudaBackend`], which opens a device and its stream, binds a
 //! [`Plan`](crate::Plan) to device memory ([`CudaBackend::alloc`]: one plan
 //! buffer, leaves uploaded once, those of 16 MiB and more through two pinned
 //! staging buffers) and runs graphs node by node
@@ -27,49 +27,50 @@
 //! of same-type rows. Copies and `set_rows` from F32/F16/BF16 (or another
 //! block type) quantize into Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1 with the
 //! CPU's reference quantizers, byte-identically. Quantizing into a k-quant is
-//! [`Error::Unsupported`]: the CPU uses ggml's search quantizers for those, and
+//! [`Error::Unsupported`](crate::Error::Unsupported): the CPU uses ggml's search quantizers for those, and
 //! ggml's CUDA backend does not quantize to k-quants either.
 //!
 //! The types added after these kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the
 //! i-quants IQ1_S … IQ3_S, TQ1_0, TQ2_0) have no CUDA kernels yet: a graph in
 //! which any computed node reads or writes one is refused by
 //! [`CudaBackend::alloc`] and [`CudaBackend::compute`] before anything is
-//! uploaded or launched, with [`Error::Unsupported`] naming the op and the type
-//! ([`kernels::handles`]). Such leaves may still be viewed or read back as bytes.
+//! uploaded or launched, with [`Error::Unsupported`](crate::Error::Unsupported)
+//! naming the op and the type ([`CudaBackend::handles`]). Such leaves may still be viewed or read back as bytes.
 //!
 //! Kernels are CUDA C compiled with NVRTC for the device's compute capability
 //! at first use; they need no CUDA toolkit headers (a small prelude does the
 //! f16/bf16 conversions). Strided kernels take `ne`/`nb` by value
-//! ([`kernels::KTensor`]) and use 64-bit index math.
+//! (`KTensor`) and use 64-bit index math.
 //!
 //! Layers, each importing only those below it: `launch` (bound operands, the
 //! launch macro and configurations, driver errors) and `device` (context,
 //! stream, kernel loading); the op modules (`ops`, `copy`, `fast`, `quant`,
-//! `matmul`); `run`, the [`Kernels`](crate::backend::exec) of the executor
-//! loop; `storage` and `graphs`; `backend` on top.
+//! `matmul`); `run`, the `Kernels` of the executor loop (`backend/exec.rs`);
+//! `storage` and `graphs`; `backend` on top.
 
 mod backend;
 mod copy;
 mod device;
 mod fast;
 mod graphs;
-pub mod kernels;
+mod kernels;
 mod launch;
 mod matmul;
 mod nvrtc;
 mod ops;
-pub mod probe;
+mod probe;
 mod quant;
 mod run;
 mod scratch;
 mod storage;
 mod upload;
 
-pub use backend::{CudaBackend, CudaConfig, CudaRules, DEQUANT_GEMM_FROM};
-pub use graphs::GraphStats;
-pub use nvrtc::{arch_for, compile, compile_cubin, modules, sm_for};
-pub use probe::{probe, CudaLib};
+pub use crate::backend::cuda_config::{CudaConfig, CudaRules, GraphStats, DEQUANT_GEMM_FROM};
+pub use backend::CudaBackend;
 pub use storage::CudaStorage;
+
+#[cfg(test)]
+mod ptx_tests;
 
 #[cfg(test)]
 mod tests {
@@ -129,7 +130,7 @@ mod tests {
 
     #[test]
     fn bad_arch_and_module_are_errors() {
-        assert!(compile("binary", "sm_90").is_err());
-        assert!(compile("no_such_module", "compute_90").is_err());
+        assert!(nvrtc::compile("binary", "sm_90").is_err());
+        assert!(nvrtc::compile("no_such_module", "compute_90").is_err());
     }
 }

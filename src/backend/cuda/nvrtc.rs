@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
-use super::kernels::{module_source, MODULES};
+use super::kernels::module_source;
 use super::probe::{require, CudaLib};
 use crate::error::{Error, Result};
 
@@ -21,11 +21,6 @@ pub fn arch_for(major: i32, minor: i32) -> String {
 /// The real architecture for a compute capability: `sm_<major><minor>`.
 pub fn sm_for(major: i32, minor: i32) -> String {
     format!("sm_{major}{minor}")
-}
-
-/// Names of every kernel module (the `kernels/*.cu` stems).
-pub fn modules() -> impl Iterator<Item = &'static str> {
-    MODULES.iter().map(|(n, _)| *n)
 }
 
 /// Compiled modules by (module, arch).

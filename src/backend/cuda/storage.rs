@@ -17,8 +17,9 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use super::copy::to_f32_rows;
 use super::device::Device;
-use super::graphs::{GraphCache, GraphStats};
+use super::graphs::GraphCache;
 use super::launch::{cuda_err, Bound};
+use crate::backend::cuda_config::GraphStats;
 use crate::backend::exec::Region;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -42,7 +43,7 @@ pub struct CudaStorage {
     spare: HashMap<(TensorId, bool), CudaSlice<u8>>,
     /// The index-error flag and `set_rows` claims (grow-only, zeroed per compute).
     flags: Option<CudaSlice<i32>>,
-    /// The CUDA graphs captured for this storage ([`CudaBackend::with_graphs`]).
+    /// The CUDA graphs captured for this storage ([`CudaBackend::with_graphs`](crate::CudaBackend::with_graphs)).
     pub(crate) graphs: GraphCache,
 }
 
@@ -148,7 +149,7 @@ impl CudaStorage {
         Ok(())
     }
     /// What this storage's computes did with CUDA graphs
-    /// ([`CudaBackend::with_graphs`]): runs eager, captured and replayed.
+    /// ([`CudaBackend::with_graphs`](crate::CudaBackend::with_graphs)): runs eager, captured and replayed.
     pub fn graph_stats(&self) -> GraphStats {
         self.graphs.stats().clone()
     }

@@ -2,12 +2,7 @@
 //! each is a built graph plus the bytes it must move, so a run can be compared
 //! with the memory bound.
 
-use crate::context::Context;
-use crate::cost;
-use crate::dtype::DType;
-use crate::error::Result;
-use crate::graph::Graph;
-use crate::tensor::TensorId;
+use rgml::{cost, Context, DType, Graph, Result, TensorId};
 
 /// A graph to time, with the traffic its compute nodes need.
 pub struct Workload {
@@ -30,8 +25,7 @@ impl Workload {
     /// A graph computing every one of `outputs` (the last is [`Workload::output`]).
     fn with_outputs(name: &'static str, what: String, ctx: Context, outputs: &[TensorId]) -> Result<Workload> {
         let graph = Graph::build(&ctx, outputs)?;
-        let output =
-            *outputs.last().ok_or_else(|| crate::error::Error::Invalid("a workload needs an output".into()))?;
+        let output = *outputs.last().ok_or_else(|| rgml::Error::Invalid("a workload needs an output".into()))?;
         Ok(Workload { name, what, ctx, graph, output })
     }
     /// Bytes the graph's nodes must read and write, each element once.
@@ -136,21 +130,21 @@ pub fn matmul(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
 }
 
 /// [`matmul`] with the weights mapped from a GGUF file, as a model's are
-/// (what [`crate::CpuBackend::with_repacked_weights`] repacks): the file is
+/// (what [`rgml::CpuBackend::with_repacked_weights`] repacks): the file is
 /// written to the system's temporary directory, mapped, and deleted (the
 /// mapping stays valid).
 pub fn matmul_mapped(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     let mut tmp = Context::new();
     let w = weights(&mut tmp, dtype, m, k)?;
-    let bytes = tmp.leaf_bytes(w).ok_or_else(|| crate::error::Error::NoData(tmp.label(w)))?.to_vec();
+    let bytes = tmp.leaf_bytes(w).ok_or_else(|| rgml::Error::NoData(tmp.label(w)))?.to_vec();
     let path = std::env::temp_dir().join(format!("rgml-workload-{}-{dtype}-{m}x{k}.gguf", std::process::id()));
-    let mut file = crate::gguf::GgufWriter::new();
+    let mut file = rgml::gguf::GgufWriter::new();
     file.add_tensor("w", dtype, &[k, m], bytes)?;
     file.write(&path)?;
-    let mapped = crate::gguf::GgufFile::open(&path);
+    let mapped = rgml::gguf::GgufFile::open(&path);
     std::fs::remove_file(&path).ok();
     let mut ctx = Context::new();
-    let w = crate::load_gguf(&mut ctx, &mapped?)?.get("w")?;
+    let w = rgml::load_gguf(&mut ctx, &mapped?)?.get("w")?;
     let x = filled(&mut ctx, &[k, n], 4)?;
     let out = ctx.mul_mat(w, x)?;
     Workload::new("W5", format!("mul_mat {dtype} {m}x{k} weights (mapped), N={n}"), ctx, out)
@@ -169,7 +163,7 @@ fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Re
     let q = ctx.new_tensor_2d(dtype, ne[0], ne[1])?;
     let qc = ctx.cpy(src, q)?;
     let g = Graph::build(ctx, &[qc])?;
-    let st = crate::backend::cpu::CpuBackend::new(0)?.run(ctx, &g)?;
+    let st = rgml::CpuBackend::new(0)?.run(ctx, &g)?;
     let bytes = st.read_bytes(ctx, q)?;
     (0..count)
         .map(|_| {
@@ -184,7 +178,7 @@ fn converted(ctx: &mut Context, src: TensorId, dtype: DType, count: usize) -> Re
 /// type `dtype` (F32, F16 or BF16): a GEMM with no conversion in the graph.
 pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(crate::error::Error::Unsupported { op: "matmul_float workload", dtype });
+        return Err(rgml::Error::Unsupported { op: "matmul_float workload", dtype });
     }
     let mut ctx = Context::new();
     let wf = filled(&mut ctx, &[k, m], 3)?;
@@ -204,7 +198,7 @@ pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
 /// reads its weights from memory, and the per-graph overhead is shared.
 pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize) -> Result<Workload> {
     if count == 0 {
-        return Err(crate::error::Error::Invalid("matvecs workload: count must be at least 1".into()));
+        return Err(rgml::Error::Invalid("matvecs workload: count must be at least 1".into()));
     }
     let mut ctx = Context::new();
     let wf = filled(&mut ctx, &[k, m], 3)?;
@@ -232,7 +226,7 @@ pub fn memory_bound(n: i64) -> Result<Vec<Workload>> {
 /// workers steal (as the kernels' work is split), each summed with 16
 /// independent accumulators so that it runs at memory speed: the read
 /// baseline the `mul_mat` benchmarks compare with.
-pub fn parallel_sum(cpu: &crate::backend::cpu::CpuBackend, v: &[f32]) -> f32 {
+pub fn parallel_sum(cpu: &rgml::CpuBackend, v: &[f32]) -> f32 {
     use rayon::prelude::*;
     cpu.install(|| v.par_chunks(1 << 16).map(sum16).sum())
 }

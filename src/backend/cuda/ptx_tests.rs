@@ -1,17 +1,26 @@
 //! Every `kernels/*.cu` module compiles with NVRTC to PTX for `compute_90`
 //! and to machine code (a CUBIN) for `sm_90`, whose kernels are the PTX's
-//! entry points (no GPU needed, only the NVRTC library). NVRTC is found through `LD_LIBRARY_PATH`,
+//! entry points, and the PTX has the shapes the host code relies on (no GPU
+//! needed, only the NVRTC library). NVRTC is found through `LD_LIBRARY_PATH`,
 //! `RGML_NVRTC_LIB_DIR` / `RGML_CUDA_LIB_DIR`, or the pip wheel
 //! `nvidia-cuda-nvrtc` (its `nvidia/cu13/lib`) under the usual Python
-//! site-packages directories. Without NVRTC the test prints `SKIP: …` and passes;
-//! with `RGML_REQUIRE_NVRTC=1` it fails instead.
-
-mod common;
+//! site-packages directories. Without NVRTC the tests print `SKIP: …` and
+//! pass; with `RGML_REQUIRE_NVRTC=1` they fail instead.
 
 use std::path::{Path, PathBuf};
 
-use rgml::backend::cuda::{self, probe, CudaLib};
-use rgml::Error;
+use super::kernels;
+use super::nvrtc::{compile, compile_cubin};
+use super::probe::{require, CudaLib};
+use crate::error::Error;
+
+/// The `.entry` names of a PTX module.
+fn ptx_entries(ptx: &str) -> Vec<&str> {
+    ptx.split(".entry ")
+        .skip(1)
+        .map(|r| r.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or(""))
+        .collect()
+}
 
 /// `nvidia/cu13/lib` and `nvidia/cuda_nvrtc/lib` under the site-packages of
 /// the Pythons on this machine (a best-effort search; set the variable to be sure).
@@ -52,7 +61,7 @@ fn every_kernel_compiles_for_compute_90_and_sm_90() {
             std::env::set_var("RGML_NVRTC_LIB_DIR", std::env::join_paths(&dirs).unwrap());
         }
     }
-    if let Err(e) = probe::require(CudaLib::Nvrtc) {
+    if let Err(e) = require(CudaLib::Nvrtc) {
         assert!(matches!(e, Error::Unavailable { .. }));
         if std::env::var("RGML_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
             panic!("RGML_REQUIRE_NVRTC=1 but {e}");
@@ -62,15 +71,15 @@ fn every_kernel_compiles_for_compute_90_and_sm_90() {
     }
     let mut failed = Vec::new();
     let mut n = 0;
-    for module in cuda::modules() {
+    for module in kernels::MODULES.iter().map(|(n, _)| *n) {
         n += 1;
-        match cuda::compile(module, "compute_90") {
+        match compile(module, "compute_90") {
             Ok(ptx) => {
                 let src = ptx.to_src();
                 assert!(src.contains(".target sm_90"), "{module}: PTX for another target");
                 assert!(src.contains(".entry rg_"), "{module}: no kernel entry points");
-                let entries: Vec<&str> = common::ptx_entries(&src);
-                match cuda::compile_cubin(module, "sm_90") {
+                let entries: Vec<&str> = ptx_entries(&src);
+                match compile_cubin(module, "sm_90") {
                     Ok(bin) => {
                         assert_eq!(&bin[..4], b"\x7fELF", "{module}: not an ELF image");
                         for e in &entries {
@@ -93,9 +102,43 @@ fn every_kernel_compiles_for_compute_90_and_sm_90() {
             Err(e) => failed.push(format!("{e}")),
         }
     }
-    assert!(cuda::compile_cubin("binary", "compute_90").is_err(), "a virtual architecture is not a CUBIN target");
+    assert!(compile_cubin("binary", "compute_90").is_err(), "a virtual architecture is not a CUBIN target");
     assert!(failed.is_empty(), "{} of {n} kernel modules failed:\n{}", failed.len(), failed.join("\n\n"));
     // cached: the second call returns the same PTX
-    let a = cuda::compile("binary", "compute_90").unwrap().to_src();
-    assert_eq!(a, cuda::compile("binary", "compute_90").unwrap().to_src());
+    let a = compile("binary", "compute_90").unwrap().to_src();
+    assert_eq!(a, compile("binary", "compute_90").unwrap().to_src());
+}
+
+/// The dot kernels' parameter struct is 104 bytes in the PTX too (no GPU
+/// needed, only NVRTC; skipped without it).
+#[test]
+fn mmvq_parameter_size_in_ptx() {
+    match compile("mmvq", "compute_90") {
+        Ok(ptx) => {
+            let src = ptx.to_src();
+            for name in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"] {
+                let want = format!(".param .align 8 .b8 rg_mmvq_{name}_param_3[104]");
+                assert!(src.contains(&want), "missing {want}");
+            }
+            assert!(!src.contains(".local"), "a dot kernel spills to local memory");
+        }
+        Err(e) => println!("SKIP: NVRTC: {e}"),
+    }
+}
+
+/// Each weight type's module (`mmvq_<type>`) holds its three dot kernels and
+/// no other type's, so a model compiles only the types it has.
+#[test]
+fn each_weight_type_has_a_module_of_its_own() {
+    for (module, _, _) in kernels::VARIANTS {
+        let ptx = match compile(module, "compute_90") {
+            Ok(ptx) => ptx.to_src(),
+            Err(e) => return println!("SKIP: NVRTC: {e}"),
+        };
+        let mut entries: Vec<&str> = ptx_entries(&ptx);
+        entries.sort_unstable();
+        let t = module.trim_start_matches("mmvq_");
+        let want = [format!("rg_mmvq_{t}"), format!("rg_mmvq_{t}_staged"), format!("rg_mmvq_{t}_staged_n1")];
+        assert_eq!(entries, want, "{module}");
+    }
 }

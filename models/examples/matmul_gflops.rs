@@ -1,4 +1,4 @@
-//! Quick `mul_mat` throughput harness: `cargo run --release --example
+//! Quick `mul_mat` throughput harness: `cargo run -p rgml-models --release --example
 //! matmul_gflops -- [threads] [n] [reps] [types...]` (defaults: 2 threads,
 //! N=128, 7 repetitions, Q4_0 Q4_K Q5_K Q6_K) on 4096 × 4096 weights; prints
 //! the median and best GFLOP/s per type (the machine may be shared: the best
@@ -6,7 +6,8 @@
 
 use std::time::Instant;
 
-use rgml::{workloads, CpuBackend, DType, Plan, CPU_ALIGNMENT};
+use rgml::{CpuBackend, DType, Plan, CPU_ALIGNMENT};
+use rgml_models::workloads;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
