@@ -172,6 +172,42 @@ fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, write: bool) -> Result<(&'a Regio
     Ok((r, t.view_offs(), *t.layout()))
 }
 
+/// The region of every storage root `graph` touches: a leaf's from
+/// `leaf(id, place)` (`Place::Leaf` or `Place::LeafCopy`), a buffer root's at
+/// `buffer(offset)`, checked to lie in the `buf_len`-byte plan buffer.
+pub(crate) fn regions<B>(
+    ctx: &Context,
+    graph: &Graph,
+    plan: &Plan,
+    buf_len: usize,
+    mut leaf: impl FnMut(TensorId, Place) -> Result<Region<B>>,
+    buffer: impl Fn(usize) -> B,
+) -> Result<HashMap<TensorId, Region<B>>> {
+    let mut out = HashMap::new();
+    for &id in graph.leafs().iter().chain(graph.nodes()) {
+        let t = ctx.tensor(id)?;
+        if t.view_src().is_some() {
+            continue;
+        }
+        let size = t.layout().nbytes();
+        let region = match plan.place(id) {
+            Some(p @ (Place::Leaf | Place::LeafCopy)) => leaf(id, p)?,
+            Some(Place::Buffer { offset }) if offset.checked_add(size).is_some_and(|e| e <= buf_len) => {
+                Region { base: buffer(offset), len: size, writable: true }
+            }
+            Some(Place::Buffer { offset }) => {
+                return Err(Error::Mismatch(format!(
+                    "{} placed at {offset}+{size} outside the {buf_len}-byte buffer",
+                    ctx.label(id)
+                )))
+            }
+            None => return Err(Error::Mismatch(format!("{} has no place in the plan", ctx.label(id)))),
+        };
+        out.insert(id, region);
+    }
+    Ok(out)
+}
+
 /// Poison mode before a run: NaN bytes over the whole plan buffer of
 /// `capacity` bytes except the inputs placed in it.
 pub(crate) fn poison_all<K: Kernels>(

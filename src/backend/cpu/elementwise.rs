@@ -6,7 +6,7 @@
 //! same pointer as destination and first source: each element is read, then
 //! written, by one thread.
 
-use super::mem::{Exec, Scalar, Strided};
+use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
 use crate::op::{BinaryOp, GluOp, UnaryOp};
 
@@ -14,7 +14,7 @@ use crate::op::{BinaryOp, GluOp, UnaryOp};
 const CHUNK: usize = 1 << 14;
 
 /// `dst = a op b`, `b` tiled over `a`'s shape.
-pub(crate) fn binary(ex: &Exec, op: BinaryOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+pub(crate) fn binary(ex: &Exec, op: BinaryOp, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     match op {
         BinaryOp::Add => binary_with(ex, dst, a, b, |x, y| x + y),
         BinaryOp::Sub => binary_with(ex, dst, a, b, |x, y| x - y),
@@ -24,12 +24,12 @@ pub(crate) fn binary(ex: &Exec, op: BinaryOp, dst: Strided, a: Strided, b: Strid
 }
 
 /// `dst = a * s`.
-pub(crate) fn scale(ex: &Exec, s: f32, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn scale(ex: &Exec, s: f32, dst: StridedMut, a: Strided) -> Result<()> {
     map_with(ex, dst, a, move |x| x * s)
 }
 
 /// `dst = f(a)`.
-pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: StridedMut, a: Strided) -> Result<()> {
     match op {
         UnaryOp::Relu => map_with(ex, dst, a, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Gelu => map_with(ex, dst, a, gelu),
@@ -43,7 +43,7 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: Strided, a: Strided) -> Result<
 
 /// `dst = f(a) * b` (same shapes): the gated linear units, with the
 /// functions of [`unary`], so a fused `swiglu` is bit for bit `silu` then `mul`.
-pub(crate) fn glu(ex: &Exec, op: GluOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+pub(crate) fn glu(ex: &Exec, op: GluOp, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     match op {
         GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| silu(x) * g),
         // ggml's geglu gives exactly 0 below -10, whatever the gate
@@ -73,11 +73,11 @@ pub(crate) fn gelu(x: f32) -> f32 {
     half::f16::from_f32(0.5 * h * (1.0 + (SQRT_2_OVER_PI * h * (1.0 + COEF_A * h * h)).tanh())).to_f32()
 }
 
-fn all_f32(ts: &[&Strided]) -> bool {
-    ts.iter().all(|t| t.l.dtype == crate::dtype::DType::F32)
+fn all_f32(ls: &[&crate::layout::Layout]) -> bool {
+    ls.iter().all(|l| l.dtype == crate::dtype::DType::F32)
 }
 
-fn binary_with<F>(ex: &Exec, dst: Strided, a: Strided, b: Strided, f: F) -> Result<()>
+fn binary_with<F>(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, f: F) -> Result<()>
 where
     F: Fn(f32, f32) -> f32 + Sync + Send + Copy,
 {
@@ -87,7 +87,7 @@ where
     if dst.l.is_empty() {
         return Ok(());
     }
-    let f32s = all_f32(&[&dst, &a, &b]);
+    let f32s = all_f32(&[&dst.l, &a.l, &b.l]);
     if f32s && a.l.ne == b.l.ne && dst.l.is_contiguous() && a.l.is_contiguous() && b.l.is_contiguous() {
         let n = dst.l.nelements() as usize;
         ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
@@ -157,7 +157,7 @@ unsafe fn row_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, m: usize,
     }
 }
 
-fn map_with<F>(ex: &Exec, dst: Strided, a: Strided, f: F) -> Result<()>
+fn map_with<F>(ex: &Exec, dst: StridedMut, a: Strided, f: F) -> Result<()>
 where
     F: Fn(f32) -> f32 + Sync + Send + Copy,
 {
@@ -166,7 +166,7 @@ where
     if dst.l.is_empty() {
         return Ok(());
     }
-    let f32s = all_f32(&[&dst, &a]);
+    let f32s = all_f32(&[&dst.l, &a.l]);
     if f32s && dst.l.is_contiguous() && a.l.is_contiguous() {
         let n = dst.l.nelements() as usize;
         ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {

@@ -4,7 +4,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use super::mem::{self, Exec, Strided};
+use super::mem::{self, Bytes, Exec, Strided, StridedMut};
 use super::{copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
 use crate::backend::exec::{Kernels, Region, SoftMax};
 use crate::context::Context;
@@ -43,69 +43,76 @@ impl CpuKernels<'_> {
 }
 
 impl Kernels for CpuKernels<'_> {
-    type Base = *mut u8;
+    type Base = Bytes;
     type Src = Strided;
-    type Dst = Strided;
+    type Dst = StridedMut;
 
-    fn src(r: &Region<*mut u8>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
-        Strided::new(r.base, r.len, offs, l)
+    fn src(r: &Region<Bytes>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
+        let base = match r.base {
+            Bytes::Read(p) => p,
+            Bytes::Write(p) => p.cast_const(),
+        };
+        Strided::new(base, r.len, offs, l)
     }
-    fn dst(r: &Region<*mut u8>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
-        Strided::new(r.base, r.len, offs, l)
+    fn dst(r: &Region<Bytes>, offs: usize, l: crate::layout::Layout) -> Result<StridedMut> {
+        match r.base {
+            Bytes::Write(p) => StridedMut::new(p, r.len, offs, l),
+            Bytes::Read(_) => Err(crate::error::Error::internal("a destination in read-only bytes")),
+        }
     }
     fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
         mem::fill(self.buf.0, self.buf.1, offset, len, 0xFF);
         Ok(())
     }
 
-    fn copy(&mut self, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+    fn copy(&mut self, op: &'static str, dst: StridedMut, src: Strided) -> Result<()> {
         copy::copy(&self.ex, op, dst, src)
     }
-    fn binary(&mut self, op: BinaryOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    fn binary(&mut self, op: BinaryOp, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
         elementwise::binary(&self.ex, op, dst, a, b)
     }
-    fn scale(&mut self, s: f32, dst: Strided, a: Strided) -> Result<()> {
+    fn scale(&mut self, s: f32, dst: StridedMut, a: Strided) -> Result<()> {
         elementwise::scale(&self.ex, s, dst, a)
     }
-    fn unary(&mut self, op: UnaryOp, dst: Strided, a: Strided) -> Result<()> {
+    fn unary(&mut self, op: UnaryOp, dst: StridedMut, a: Strided) -> Result<()> {
         elementwise::unary(&self.ex, op, dst, a)
     }
-    fn glu(&mut self, op: GluOp, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    fn glu(&mut self, op: GluOp, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
         elementwise::glu(&self.ex, op, dst, a, b)
     }
-    fn sum_rows(&mut self, dst: Strided, a: Strided) -> Result<()> {
+    fn sum_rows(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum_rows(&self.ex, dst, a)
     }
-    fn mul_mat(&mut self, dst: Strided, a: Strided, b: Strided, weights: TensorId) -> Result<()> {
+    fn mul_mat(&mut self, dst: StridedMut, a: Strided, b: Strided, weights: TensorId) -> Result<()> {
         let ex = self.ex;
         let packed = self.packed(weights)?;
         matmul::mul_mat(&ex, dst, a, b, packed)
     }
-    fn get_rows(&mut self, dst: Strided, table: Strided, index: Strided) -> Result<()> {
+    fn get_rows(&mut self, dst: StridedMut, table: Strided, index: Strided) -> Result<()> {
         rows::get_rows(&self.ex, dst, table, index)
     }
-    fn set_rows(&mut self, dst: Strided, rows: Strided, index: Strided) -> Result<()> {
+    fn set_rows(&mut self, dst: StridedMut, rows: Strided, index: Strided) -> Result<()> {
         rows::set_rows(&self.ex, dst, rows, index)
     }
-    fn rms_norm(&mut self, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+    fn rms_norm(&mut self, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
         norm::rms_norm(&self.ex, eps, dst, a)
     }
-    fn norm(&mut self, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+    fn norm(&mut self, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
         norm::norm(&self.ex, eps, dst, a)
     }
-    fn soft_max(&mut self, p: SoftMax, dst: Strided, a: Strided, mask: Option<Strided>) -> Result<()> {
+    fn soft_max(&mut self, p: SoftMax, dst: StridedMut, a: Strided, mask: Option<Strided>) -> Result<()> {
         softmax::soft_max(&self.ex, p.scale, p.max_bias, dst, a, mask)
     }
-    fn diag_mask_inf(&mut self, n_past: i32, dst: Strided, a: Strided) -> Result<()> {
+    fn diag_mask_inf(&mut self, n_past: i32, dst: StridedMut, a: Strided) -> Result<()> {
         softmax::diag_mask_inf(&self.ex, n_past, dst, a)
     }
-    fn rope(&mut self, p: &RopeParams, dst: Strided, a: Strided, pos: Strided, freq: Option<Strided>) -> Result<()> {
+    fn rope(&mut self, p: &RopeParams, dst: StridedMut, a: Strided, pos: Strided, freq: Option<Strided>) -> Result<()> {
         rope::rope(&self.ex, p, dst, a, pos, freq)
     }
-    fn concat(&mut self, dim: usize, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+    fn concat(&mut self, dim: usize, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
         shape::concat(&self.ex, dim, dst, a, b)
     }
-    fn repeat(&mut self, dst: Strided, a: Strided) -> Result<()> {
+    fn repeat(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         shape::repeat(&self.ex, dst, a)
     }
 }

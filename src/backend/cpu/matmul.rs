@@ -10,7 +10,7 @@
 //! every activation row of the batch.
 
 use super::copy;
-use super::mem::{Exec, Strided};
+use super::mem::{Exec, SharedBytes, Strided, StridedMut};
 use crate::error::Result;
 use crate::host::HostBuffer;
 use crate::layout::Layout;
@@ -27,7 +27,7 @@ const GEMM_MIN_ROWS: i64 = 32;
 
 /// `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`;
 /// `packed`, when given, is `a` as [`repack`] made it.
-pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: Option<&[u8]>) -> Result<()> {
+pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed: Option<&[u8]>) -> Result<()> {
     let (ne, ane, bne) = (dst.l.ne, a.l.ne, b.l.ne);
     if dst.l.is_empty() {
         return Ok(());
@@ -47,7 +47,6 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
     let blocks = m.div_ceil(A_BLOCK);
     let batches = (ne[2] * ne[3]) as usize;
-    let abase = a.ptr() as usize;
     let bq = acts.as_bytes();
     let tiled = match tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0) {
         Some(t) => Some((t, prepare(ex, t, k, bq, brow)?)),
@@ -74,7 +73,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
                     for (wr, i0) in w.iter_mut().zip(sub.clone()) {
                         let at = a_off + i0 * a.l.nb[1];
                         // SAFETY: as for `wrow` below.
-                        *wr = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
+                        *wr = unsafe { std::slice::from_raw_parts(a.ptr().add(at), arow) };
                     }
                     out.resize(n1 * sub.len(), 0f32);
                     let group = packed.and_then(|p| {
@@ -107,7 +106,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: Strided, a: Strided, b: Strided, packed: O
                     let at = a_off + i0 * a.l.nb[1];
                     // SAFETY: row (i0, i2/r2, i3/r3) of `a` is `arow` packed bytes
                     // inside its tensor (packed_rows), which outlives this call.
-                    let wrow = unsafe { std::slice::from_raw_parts((abase + at) as *const u8, arow) };
+                    let wrow = unsafe { std::slice::from_raw_parts(a.ptr().add(at), arow) };
                     for i1 in chunk..(chunk + B_CHUNK).min(n1) {
                         let r = (i3 * ne[2] as usize + i2) * n1 + i1;
                         let v = dot(k, wrow, &bq[r * brow..(r + 1) * brow]);
@@ -145,17 +144,20 @@ pub(super) fn repack(
     let (row, mr) = (l.row_size(), t.mr());
     let groups = m.div_ceil(mr);
     let mut out = HostBuffer::zeroed(groups * gs)?;
-    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let shared = SharedBytes::new(out.as_bytes_mut());
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(groups, gs, |range| {
         for g in range {
             let rows: Option<Vec<&[u8]>> =
                 (g * mr..((g + 1) * mr).min(m)).map(|r| bytes.get(r * l.nb[1]..r * l.nb[1] + row)).collect();
-            // SAFETY: group g's `gs` bytes lie in `out` and only this thread writes them.
-            let dst = unsafe { std::slice::from_raw_parts_mut((base + g * gs) as *mut u8, gs) };
-            let res = match rows {
-                Some(rows) => t.pack_group(k, &rows, dst),
-                None => Err(crate::error::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a)))),
+            // SAFETY: only this thread writes group g's `gs` bytes, and `out` outlives the loop.
+            let dst = unsafe { shared.range(g * gs, gs) };
+            let res = match (rows, dst) {
+                (Some(rows), Some(dst)) => t.pack_group(k, &rows, dst),
+                (None, _) => {
+                    Err(crate::error::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a))))
+                }
+                (_, None) => Err(crate::error::Error::internal("a packed group outside its buffer")),
             };
             if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
                 f.get_or_insert(e);
@@ -174,13 +176,16 @@ fn prepare(ex: &Exec, t: tile::TileKernel, k: usize, acts: &[u8], brow: usize) -
     let prow = t.prepared_row_size(k).unwrap_or(0);
     let rows = acts.len().checked_div(brow).unwrap_or(0);
     let mut out = HostBuffer::zeroed(prow * rows)?;
-    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let shared = SharedBytes::new(out.as_bytes_mut());
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(rows, k, |range| {
         for r in range {
-            // SAFETY: row r's `prow` bytes lie in `out` and only this thread writes them.
-            let dst = unsafe { std::slice::from_raw_parts_mut((base + r * prow) as *mut u8, prow) };
-            if let (Err(e), Ok(mut f)) = (t.prepare(&acts[r * brow..(r + 1) * brow], dst), failed.lock()) {
+            // SAFETY: only this thread writes row r's `prow` bytes, and `out` outlives the loop.
+            let res = match unsafe { shared.range(r * prow, prow) } {
+                Some(dst) => t.prepare(&acts[r * brow..(r + 1) * brow], dst),
+                None => Err(crate::error::Error::internal("a prepared row outside its buffer")),
+            };
+            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
                 f.get_or_insert(e);
             }
         }
@@ -199,9 +204,9 @@ fn packed_rows(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<St
     }
     let packed = Layout::contiguous(l.dtype, l.ne)?;
     let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes())?);
-    let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
+    let out = StridedMut::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;
-    Ok(out)
+    Ok(out.as_src())
 }
 
 /// Every row of `b`, in logical row order, converted to the dot partner of `wt`.
@@ -210,17 +215,19 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
     let brow = dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0);
     let rows = b.l.nrows() as usize;
     let mut out = HostBuffer::zeroed(brow * rows)?;
-    let base = out.as_bytes_mut().as_mut_ptr() as usize;
+    let shared = SharedBytes::new(out.as_bytes_mut());
     let failed = std::sync::Mutex::new(None);
     ex.for_ranges(rows, k, |range| {
         let mut row = vec![0f32; k];
         let one = Exec { pool: None };
         for r in range {
-            let res = Strided::of_f32(&mut row, [k as i64, 1, 1, 1])
+            let res = StridedMut::of_f32(&mut row, [k as i64, 1, 1, 1])
                 .and_then(|dst| copy::copy(&one, "mul_mat", dst, b.row_tensor(r as i64)))
                 .and_then(|()| {
-                    // SAFETY: row r's `brow` bytes lie in `out` and only this thread writes them.
-                    let dst = unsafe { std::slice::from_raw_parts_mut((base + r * brow) as *mut u8, brow) };
+                    // SAFETY: only this thread writes row r's `brow` bytes, and `out` outlives the loop.
+                    let dst = unsafe { shared.range(r * brow, brow) };
+                    let dst =
+                        dst.ok_or_else(|| crate::error::Error::internal("an activation row outside its buffer"))?;
                     dot::quantize_activations(wt, &row, dst)
                 });
             if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
@@ -236,7 +243,7 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
 
 /// F32 weights and a batch of rows: a blocked GEMM per matrix (the `gemm`
 /// crate), on packed f32 rows of both operands.
-fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
+fn gemm_f32(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     let (ne, ane, bne) = (dst.l.ne, a.l.ne, b.l.ne);
     let (mut a_tmp, mut b_tmp) = (None, None);
     let a = packed_rows(ex, a, &mut a_tmp)?;
@@ -266,10 +273,10 @@ fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
                         (dst.l.nb[1] / 4) as isize,
                         1,
                         false,
-                        ap.cast::<f32>().cast_const(),
+                        ap.cast::<f32>(),
                         1,
                         (a.l.nb[1] / 4) as isize,
-                        bp.cast::<f32>().cast_const(),
+                        bp.cast::<f32>(),
                         (b.l.nb[1] / 4) as isize,
                         1,
                         0.0,
@@ -294,7 +301,7 @@ fn gemm_f32(ex: &Exec, dst: Strided, a: Strided, b: Strided) -> Result<()> {
 fn f32_copy(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<Strided> {
     let packed = Layout::contiguous(crate::dtype::DType::F32, t.l.ne)?;
     let buf = tmp.insert(HostBuffer::zeroed(packed.nbytes())?);
-    let out = Strided::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
+    let out = StridedMut::new(buf.as_bytes_mut().as_mut_ptr(), packed.nbytes(), 0, packed)?;
     copy::copy(ex, "mul_mat", out, t)?;
-    Ok(out)
+    Ok(out.as_src())
 }

@@ -5,7 +5,10 @@
 //! strided layout (rows interleaved in memory) and may alias a source exactly
 //! (in-place ops), which Rust references cannot express. The invariants that make
 //! this sound are established here and in the op constructors:
-//! - every `Strided` lies inside its buffer (checked in [`Strided::new`]) and is
+//! - sources are [`Strided`] (a `*const u8`: read only, so a mapped weight is
+//!   never reachable through a writable pointer) and destinations
+//!   [`StridedMut`] (a `*mut u8` into bytes the compute may write, `Bytes::Write`);
+//! - every view lies inside its buffer (checked in [`Strided::new`]) and is
 //!   aligned for its type (view offsets and strides are checked at build time);
 //! - a destination layout never maps two elements to the same bytes, and never
 //!   partly overlaps a source (`Error::OverlappingWrite` at build time), so
@@ -20,57 +23,85 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 
-/// A tensor's bytes during one compute: a pointer to its first byte and its layout.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Strided {
-    ptr: *mut u8,
-    pub(crate) l: Layout,
+/// Defines a tensor view type over a raw pointer of type `$ptr`: the same
+/// layout arithmetic for the read-only view of a source and the writable
+/// view of a destination, which differ only in what their pointer allows.
+macro_rules! strided {
+    ($(#[$doc:meta])* $name:ident, $ptr:ty) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) struct $name {
+            ptr: $ptr,
+            pub(crate) l: Layout,
+        }
+
+        // SAFETY: a view is a plain pointer into a buffer that outlives the
+        // compute that uses it; concurrent writers touch disjoint elements
+        // (see the module docs).
+        unsafe impl Send for $name {}
+        // SAFETY: as above.
+        unsafe impl Sync for $name {}
+
+        impl $name {
+            /// The tensor `l` at byte `offs` of a buffer of `len` bytes at `base`.
+            /// Errors if its byte extent leaves the buffer or it is misaligned.
+            pub(crate) fn new(base: $ptr, len: usize, offs: usize, l: Layout) -> Result<$name> {
+                let end = l.checked_nbytes().and_then(|n| n.checked_add(offs));
+                if end.is_none_or(|e| e > len) {
+                    return Err(Error::internal(format!(
+                        "tensor ne={:?} nb={:?} at offset {offs} does not fit its {len}-byte buffer",
+                        l.ne, l.nb
+                    )));
+                }
+                let ptr = base.wrapping_add(offs);
+                if !(ptr as usize).is_multiple_of(l.dtype.align()) {
+                    return Err(Error::internal(format!("tensor at offset {offs} is misaligned for {}", l.dtype)));
+                }
+                Ok($name { ptr, l })
+            }
+            /// First byte.
+            pub(crate) fn ptr(&self) -> $ptr {
+                self.ptr
+            }
+            /// First byte of row `(i1, i2, i3)`.
+            #[inline(always)]
+            pub(crate) fn row(&self, i1: i64, i2: i64, i3: i64) -> $ptr {
+                let nb = &self.l.nb;
+                self.ptr.wrapping_add(i1 as usize * nb[1] + i2 as usize * nb[2] + i3 as usize * nb[3])
+            }
+            /// First byte of the row with linear index `r` (over dims 1..4).
+            #[inline(always)]
+            pub(crate) fn row_at(&self, r: i64) -> $ptr {
+                let [i1, i2, i3] = unravel_row(r, &self.l.ne);
+                self.row(i1, i2, i3)
+            }
+            /// Row `r` as a one-row tensor.
+            pub(crate) fn row_tensor(&self, r: i64) -> $name {
+                $name { ptr: self.row_at(r), l: Layout { ne: [self.l.ne[0], 1, 1, 1], ..self.l } }
+            }
+            /// True if elements along dim 0 are packed.
+            pub(crate) fn packed_rows(&self) -> bool {
+                self.l.nb[0] == self.l.dtype.type_size() || self.l.ne[0] <= 1
+            }
+        }
+    };
 }
 
-// SAFETY: a Strided is a plain pointer into a buffer that outlives the compute
-// that uses it; concurrent writers touch disjoint elements (see module docs).
-unsafe impl Send for Strided {}
-// SAFETY: as above.
-unsafe impl Sync for Strided {}
+strided!(
+    /// A source's bytes during one compute, read only: a pointer to its
+    /// first byte and its layout.
+    Strided,
+    *const u8
+);
+
+strided!(
+    /// A destination's bytes during one compute: a pointer to its first
+    /// byte, through which the kernel writes, and its layout.
+    StridedMut,
+    *mut u8
+);
 
 impl Strided {
-    /// The tensor `l` at byte `offs` of a buffer of `len` bytes at `base`.
-    /// Errors if its byte extent leaves the buffer or it is misaligned.
-    pub(crate) fn new(base: *mut u8, len: usize, offs: usize, l: Layout) -> Result<Strided> {
-        let end = l.checked_nbytes().and_then(|n| n.checked_add(offs));
-        if end.is_none_or(|e| e > len) {
-            return Err(Error::internal(format!(
-                "tensor ne={:?} nb={:?} at offset {offs} does not fit its {len}-byte buffer",
-                l.ne, l.nb
-            )));
-        }
-        let ptr = base.wrapping_add(offs);
-        if !(ptr as usize).is_multiple_of(l.dtype.align()) {
-            return Err(Error::internal(format!("tensor at offset {offs} is misaligned for {}", l.dtype)));
-        }
-        Ok(Strided { ptr, l })
-    }
-    /// A tensor over a slice of f32 the caller owns.
-    pub(crate) fn of_f32(v: &mut [f32], ne: [i64; 4]) -> Result<Strided> {
-        let l = Layout::contiguous(DType::F32, ne)?;
-        Strided::new(v.as_mut_ptr().cast(), std::mem::size_of_val(v), 0, l)
-    }
-    /// First byte.
-    pub(crate) fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-    /// First byte of row `(i1, i2, i3)`.
-    #[inline(always)]
-    pub(crate) fn row(&self, i1: i64, i2: i64, i3: i64) -> *mut u8 {
-        let nb = &self.l.nb;
-        self.ptr.wrapping_add(i1 as usize * nb[1] + i2 as usize * nb[2] + i3 as usize * nb[3])
-    }
-    /// First byte of the row with linear index `r` (over dims 1..4).
-    #[inline(always)]
-    pub(crate) fn row_at(&self, r: i64) -> *mut u8 {
-        let [i1, i2, i3] = unravel_row(r, &self.l.ne);
-        self.row(i1, i2, i3)
-    }
     /// The same packed bytes seen with shape `ne` (same element count).
     pub(crate) fn reshaped(&self, ne: [i64; 4]) -> Result<Strided> {
         let l = Layout::contiguous(self.l.dtype, ne)?;
@@ -79,17 +110,68 @@ impl Strided {
         }
         Ok(Strided { ptr: self.ptr, l })
     }
-    /// Row `r` as a one-row tensor.
-    pub(crate) fn row_tensor(&self, r: i64) -> Strided {
-        Strided { ptr: self.row_at(r), l: Layout { ne: [self.l.ne[0], 1, 1, 1], ..self.l } }
+    /// A tensor over a slice of f32 the caller owns, to be read.
+    pub(crate) fn of_f32(v: &[f32], ne: [i64; 4]) -> Result<Strided> {
+        let l = Layout::contiguous(DType::F32, ne)?;
+        Strided::new(v.as_ptr().cast(), std::mem::size_of_val(v), 0, l)
     }
-    /// True if elements along dim 0 are packed.
-    pub(crate) fn packed_rows(&self) -> bool {
-        self.l.nb[0] == self.l.dtype.type_size() || self.l.ne[0] <= 1
+    /// Same first byte and the same places (`Layout::same_places`) as the
+    /// destination `d`: the same tensor (an in-place op).
+    pub(crate) fn same_as(&self, d: &StridedMut) -> bool {
+        std::ptr::eq(self.ptr, d.ptr) && self.l.same_places(&d.l)
     }
-    /// Same first byte and the same places (`Layout::same_places`): the same tensor.
-    pub(crate) fn same_as(&self, o: &Strided) -> bool {
-        self.ptr == o.ptr && self.l.same_places(&o.l)
+}
+
+impl StridedMut {
+    /// A tensor over a slice of f32 the caller owns, to be written.
+    pub(crate) fn of_f32(v: &mut [f32], ne: [i64; 4]) -> Result<StridedMut> {
+        let l = Layout::contiguous(DType::F32, ne)?;
+        StridedMut::new(v.as_mut_ptr().cast(), std::mem::size_of_val(v), 0, l)
+    }
+    /// The destination's bytes seen as a source (for a kernel that reads back
+    /// what it wrote, e.g. a second pass over the result).
+    pub(crate) fn as_src(&self) -> Strided {
+        Strided { ptr: self.ptr.cast_const(), l: self.l }
+    }
+}
+
+/// Where a storage root's bytes are during a compute, and what they allow:
+/// read-only bytes (a leaf read in place, e.g. a mapped weight) or bytes the
+/// compute may write.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bytes {
+    /// Read only.
+    Read(*const u8),
+    /// Read and written.
+    Write(*mut u8),
+}
+
+/// A byte buffer the threads of one kernel write, each its own ranges.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedBytes<'a> {
+    ptr: *mut u8,
+    len: usize,
+    _buf: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the threads that share it write disjoint ranges (`range`'s contract).
+unsafe impl Send for SharedBytes<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for SharedBytes<'_> {}
+
+impl<'a> SharedBytes<'a> {
+    /// Shares `b` for the duration of one parallel loop.
+    pub(crate) fn new(b: &'a mut [u8]) -> SharedBytes<'a> {
+        SharedBytes { ptr: b.as_mut_ptr(), len: b.len(), _buf: std::marker::PhantomData }
+    }
+    /// Bytes `offset..offset + n` of the shared buffer, or `None` outside it.
+    ///
+    /// # Safety
+    /// No other thread may access these bytes while the slice lives.
+    pub(crate) unsafe fn range(&self, offset: usize, n: usize) -> Option<&'a mut [u8]> {
+        let end = offset.checked_add(n).filter(|&e| e <= self.len)?;
+        // SAFETY: `offset..end` lies in the buffer; exclusivity is the caller's.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), end - offset) })
     }
 }
 

@@ -4,7 +4,7 @@
 //! scatters it to the destination, so any strides and types work and a
 //! destination equal to its source (in place) is read before it is written.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided};
+use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
 use crate::error::{Error, Result};
 
 /// Reads the `buf.len()` values of the row at `p` (element stride `nb0`) as f32.
@@ -71,7 +71,7 @@ pub(super) fn with_fma<R>(f: impl FnOnce() -> R) -> R {
 pub(super) fn map_rows<S, I, F>(
     ex: &Exec,
     op: &'static str,
-    dst: Strided,
+    dst: StridedMut,
     a: Strided,
     cost: usize,
     init: I,
@@ -111,7 +111,7 @@ where
 
 /// `y = x / sqrt(mean(x²) + eps)` per row: squares in f32 summed in f64, the
 /// mean rounded to f32, the scale `1/sqrt(mean + eps)` in f32 (as ggml).
-pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
     map_rows(
         ex,
         "rms_norm",
@@ -133,7 +133,7 @@ pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: Strided, a: Strided) -> Result<
 /// `y = (x - mean) / sqrt(var + eps)` per row, as ggml's contiguous path:
 /// the sum in f64 rounded to f32 before dividing by `n` in f32; the squared
 /// deviations (f32) summed in f64, the variance rounded to f32.
-pub(crate) fn norm(ex: &Exec, eps: f32, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
     map_rows(
         ex,
         "norm",

@@ -1,10 +1,10 @@
 //! Reductions over dim 0.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided};
+use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
 
 /// `dst[0, i1, i2, i3] = Σ_i0 a[i0, i1, i2, i3]`, accumulated in f64 like ggml.
-pub(crate) fn sum_rows(ex: &Exec, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn sum_rows(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
     let (sd, sa) = (Scalar::of("sum_rows", dst.l.dtype)?, Scalar::of("sum_rows", a.l.dtype)?);
     let ne = a.l.ne;
     let (ne0, an) = (ne[0] as usize, a.l.nb[0]);

@@ -8,7 +8,7 @@
 //! the same, so results match such builds bit for bit. Each thread keeps the
 //! cos/sin table of the token it is on and rebuilds it when the token changes.
 
-use super::mem::{Exec, Strided};
+use super::mem::{Exec, Strided, StridedMut};
 use super::norm::map_rows;
 use crate::error::{Error, Result};
 use crate::tensor::RopeParams;
@@ -55,7 +55,7 @@ fn yarn(theta_extrap: f32, p: &RopeParams, corr: [f32; 2], i0: i32) -> (f32, f32
 pub(crate) fn rope(
     ex: &Exec,
     p: &RopeParams,
-    dst: Strided,
+    dst: StridedMut,
     a: Strided,
     pos: Strided,
     freq_factors: Option<Strided>,

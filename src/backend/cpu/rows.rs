@@ -4,11 +4,11 @@
 use std::sync::Mutex;
 
 use super::copy;
-use super::mem::{unravel_row, Exec, Strided};
+use super::mem::{unravel_row, Exec, Strided, StridedMut};
 use crate::error::{Error, Result};
 
 /// `dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]`.
-pub(crate) fn get_rows(ex: &Exec, dst: Strided, a: Strided, idx: Strided) -> Result<()> {
+pub(crate) fn get_rows(ex: &Exec, dst: StridedMut, a: Strided, idx: Strided) -> Result<()> {
     let n_rows = a.l.ne[1];
     let failed: Mutex<Option<Error>> = Mutex::new(None);
     let ne = dst.l.ne;
@@ -42,7 +42,7 @@ pub(crate) fn get_rows(ex: &Exec, dst: Strided, a: Strided, idx: Strided) -> Res
 }
 
 /// `dst[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]` (dst is the destination's view).
-pub(crate) fn set_rows(ex: &Exec, dst: Strided, b: Strided, idx: Strided) -> Result<()> {
+pub(crate) fn set_rows(ex: &Exec, dst: StridedMut, b: Strided, idx: Strided) -> Result<()> {
     let n_rows = dst.l.ne[1];
     let ne = b.l.ne;
     let nb = idx.l.nb;

@@ -1,8 +1,9 @@
 //! `concat` and `repeat`: values copied bit for bit (no conversion) from any
 //! strided source into a contiguous result, split across threads by rows.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided};
+use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 
 /// Copies `n` elements of `ts` bytes from `s` (stride `snb`) to `d` (stride `dnb`).
 ///
@@ -27,16 +28,16 @@ unsafe fn copy_elems(d: *mut u8, dnb: usize, s: *const u8, snb: usize, n: usize,
 }
 
 /// Errors unless `t` has a plain (non-block) type; returns its element size.
-fn plain(op: &'static str, t: &Strided) -> Result<usize> {
-    Scalar::of(op, t.l.dtype)?;
-    Ok(t.l.dtype.type_size())
+fn plain(op: &'static str, l: &Layout) -> Result<usize> {
+    Scalar::of(op, l.dtype)?;
+    Ok(l.dtype.type_size())
 }
 
 /// `dst = a ++ b` along `dim`: element `i` of dst comes from `a[i]` when
 /// `i[dim] < a.ne[dim]`, else from `b[i - a.ne[dim]]` (along `dim`).
-pub(crate) fn concat(ex: &Exec, dim: usize, dst: Strided, a: Strided, b: Strided) -> Result<()> {
-    let ts = plain("concat", &dst)?;
-    if plain("concat", &a)? != ts || plain("concat", &b)? != ts || dim >= 4 {
+pub(crate) fn concat(ex: &Exec, dim: usize, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
+    let ts = plain("concat", &dst.l)?;
+    if plain("concat", &a.l)? != ts || plain("concat", &b.l)? != ts || dim >= 4 {
         return Err(Error::internal("concat operands do not match the result"));
     }
     if dst.l.is_empty() {
@@ -74,10 +75,10 @@ pub(crate) fn concat(ex: &Exec, dim: usize, dst: Strided, a: Strided, b: Strided
 }
 
 /// `dst[i] = a[i % a.ne]` in every dim (`a` tiled to dst's shape).
-pub(crate) fn repeat(ex: &Exec, dst: Strided, a: Strided) -> Result<()> {
-    let ts = plain("repeat", &dst)?;
+pub(crate) fn repeat(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
+    let ts = plain("repeat", &dst.l)?;
     let (ne, ane) = (dst.l.ne, a.l.ne);
-    if plain("repeat", &a)? != ts {
+    if plain("repeat", &a.l)? != ts {
         return Err(Error::internal("repeat changes the element type"));
     }
     if dst.l.is_empty() {

@@ -1,7 +1,7 @@
 //! `soft_max_ext` (scale, broadcast mask, ALiBi slopes) and `diag_mask_inf`,
 //! row by row on the shared row driver.
 
-use super::mem::{Exec, Scalar, Strided};
+use super::mem::{Exec, Scalar, Strided, StridedMut};
 use super::norm::map_rows;
 use crate::error::{Error, Result};
 
@@ -30,7 +30,7 @@ pub(crate) fn soft_max(
     ex: &Exec,
     scale: f32,
     max_bias: f32,
-    dst: Strided,
+    dst: StridedMut,
     a: Strided,
     mask: Option<Strided>,
 ) -> Result<()> {
@@ -86,7 +86,7 @@ pub(crate) fn soft_max(
 
 /// `dst = a` with every element `i0 > n_past + i1` set to `-inf`. `dst` may be
 /// `a` itself (in place): each row is read whole before it is written.
-pub(crate) fn diag_mask_inf(ex: &Exec, n_past: i32, dst: Strided, a: Strided) -> Result<()> {
+pub(crate) fn diag_mask_inf(ex: &Exec, n_past: i32, dst: StridedMut, a: Strided) -> Result<()> {
     let n_past = i64::from(n_past);
     map_rows(
         ex,

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::copy;
-use super::mem::Strided;
-use crate::backend::exec::Region;
+use super::mem::{Bytes, Strided};
+use crate::backend::exec::{self, Region};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -137,17 +137,9 @@ impl CpuStorage {
         dst.copy_from_slice(bytes);
         Ok(())
     }
-    /// [`CpuStorage::set_bytes`] with typed values.
+    /// [`CpuStorage::set_bytes`] with typed values (checked against the dtype).
     pub fn set_data<T: crate::host::Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
-        let dtype = ctx.layout(id)?.dtype;
-        if dtype != T::DTYPE {
-            return Err(Error::DTypeMismatch {
-                what: format!("set_data({})", ctx.label(id)),
-                expected: dtype,
-                found: T::DTYPE,
-            });
-        }
-        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+        crate::backend::traits::BackendStorage::set_data(self, ctx, id, values)
     }
 
     /// Base and length of every storage root the graph touches; the plan
@@ -157,38 +149,21 @@ impl CpuStorage {
         ctx: &Context,
         graph: &Graph,
         buf_base: *mut u8,
-    ) -> Result<HashMap<TensorId, Region<*mut u8>>> {
-        let mut out = HashMap::new();
-        let buf_len = self.buffer.len();
-        for &id in graph.leafs().iter().chain(graph.nodes()) {
-            let t = ctx.tensor(id)?;
-            if t.view_src().is_some() {
-                continue;
+    ) -> Result<HashMap<TensorId, Region<Bytes>>> {
+        let copies = &mut self.leaf_copies;
+        let leaf = |id: TensorId, place: Place| match place {
+            Place::LeafCopy => {
+                let b = copies.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+                Ok(Region { base: Bytes::Write(b.as_bytes_mut().as_mut_ptr()), len: b.len(), writable: true })
             }
-            let size = t.layout().nbytes();
-            let region = match self.plan.place(id) {
-                Some(Place::Leaf) => match ctx.leaf_bytes(id) {
-                    Some(b) => Region { base: b.as_ptr() as *mut u8, len: b.len(), writable: false },
-                    None => return Err(Error::NoData(ctx.label(id))),
-                },
-                Some(Place::LeafCopy) => {
-                    let b = self.leaf_copies.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
-                    Region { base: b.as_bytes_mut().as_mut_ptr(), len: b.len(), writable: true }
-                }
-                Some(Place::Buffer { offset }) if offset.checked_add(size).is_some_and(|e| e <= buf_len) => {
-                    Region { base: buf_base.wrapping_add(offset), len: size, writable: true }
-                }
-                Some(Place::Buffer { offset }) => {
-                    return Err(Error::Mismatch(format!(
-                        "{} placed at {offset}+{size} outside the {buf_len}-byte buffer",
-                        ctx.label(id)
-                    )))
-                }
-                None => return Err(Error::Mismatch(format!("{} has no place in the plan", ctx.label(id)))),
-            };
-            out.insert(id, region);
-        }
-        Ok(out)
+            _ => {
+                let b = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+                Ok(Region { base: Bytes::Read(b.as_ptr()), len: b.len(), writable: false })
+            }
+        };
+        exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| {
+            Bytes::Write(buf_base.wrapping_add(offset))
+        })
     }
 
     /// Bytes this storage holds in repacked weights
@@ -227,8 +202,7 @@ impl CpuStorage {
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
         let t = ctx.tensor(id)?;
         let bytes = self.root_bytes(ctx, id)?;
-        // read-only: the copy kernel only reads from its source
-        let src = Strided::new(bytes.as_ptr() as *mut u8, bytes.len(), t.view_offs(), *t.layout())?;
+        let src = Strided::new(bytes.as_ptr(), bytes.len(), t.view_offs(), *t.layout())?;
         copy::read_f32(src)
     }
 

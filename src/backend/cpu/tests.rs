@@ -3,7 +3,7 @@
 //! conversion pair, and each copy path against a plain index loop.
 
 use super::copy;
-use super::mem::{Exec, Strided};
+use super::mem::{Exec, Strided, StridedMut};
 use crate::{DType, Layout};
 use half::{bf16, f16};
 
@@ -13,8 +13,8 @@ fn pool() -> rayon::ThreadPool {
 
 #[test]
 fn binding_is_checked_against_its_buffer() {
-    let mut buf = vec![0f32; 16];
-    let base = buf.as_mut_ptr().cast::<u8>();
+    let buf = [0f32; 16];
+    let base = buf.as_ptr().cast::<u8>();
     let l = Layout::contiguous(DType::F32, [4, 4, 1, 1]).unwrap();
     assert!(Strided::new(base, 64, 0, l).is_ok());
     assert!(Strided::new(base, 64, 4, l).is_err(), "one element past the end");
@@ -45,10 +45,10 @@ fn reference(src: &[f32], ne: [i64; 4], nb: [usize; 4]) -> Vec<f32> {
 fn run_copy(src: &mut [f32], ne: [i64; 4], nb: [usize; 4], threads: bool) -> Vec<f32> {
     let pool = pool();
     let ex = Exec { pool: threads.then_some(&pool) };
-    let s = Strided::new(src.as_mut_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
+    let s = Strided::new(src.as_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
         .unwrap();
     let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
-    let d = Strided::of_f32(&mut out, ne).unwrap();
+    let d = StridedMut::of_f32(&mut out, ne).unwrap();
     copy::copy(&ex, "test", d, s).unwrap();
     out
 }
@@ -102,9 +102,9 @@ fn every_conversion_pair_rounds_like_half() {
     let ex = Exec { pool: None };
     for dt in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::I16, DType::I32] {
         for strided in [false, true] {
-            let mut src = vals.to_vec();
+            let src = vals.to_vec();
             let n = vals.len() as i64;
-            let s = Strided::of_f32(&mut src, [n, 1, 1, 1]).unwrap();
+            let s = Strided::of_f32(&src, [n, 1, 1, 1]).unwrap();
             let mut mid = vec![0u32; vals.len() * 2];
             // strided: every second element slot of the destination
             let esz = dt.type_size();
@@ -115,9 +115,9 @@ fn every_conversion_pair_rounds_like_half() {
                 nb: [step, step * n as usize, step * n as usize, step * n as usize],
                 block_dim: 0,
             };
-            let d = Strided::new(mid.as_mut_ptr().cast(), mid.len() * 4, 0, l).unwrap();
+            let d = StridedMut::new(mid.as_mut_ptr().cast(), mid.len() * 4, 0, l).unwrap();
             copy::copy(&ex, "test", d, s).unwrap();
-            let back = copy::read_f32(d).unwrap();
+            let back = copy::read_f32(d.as_src()).unwrap();
             for (i, (&v, &b)) in vals.iter().zip(&back).enumerate() {
                 let want = match dt {
                     DType::F32 => v,
@@ -137,14 +137,14 @@ fn every_conversion_pair_rounds_like_half() {
 fn f16_transpose_uses_the_two_byte_path() {
     let (a, b) = (37usize, 90usize);
     let vals: Vec<f16> = (0..a * b).map(|i| f16::from_f32(i as f32)).collect();
-    let mut raw: Vec<u16> = vals.iter().map(|v| v.to_bits()).collect();
+    let raw: Vec<u16> = vals.iter().map(|v| v.to_bits()).collect();
     let l = Layout {
         dtype: DType::F16,
         ne: [b as i64, a as i64, 1, 1],
         nb: [2 * a, 2, 2 * a * b, 2 * a * b],
         block_dim: 0,
     };
-    let s = Strided::new(raw.as_mut_ptr().cast(), raw.len() * 2, 0, l).unwrap();
+    let s = Strided::new(raw.as_ptr().cast(), raw.len() * 2, 0, l).unwrap();
     let got = copy::read_f32(s).unwrap();
     for i1 in 0..a {
         for i0 in 0..b {

@@ -20,7 +20,7 @@ use super::device::Device;
 use super::graphs::GraphCache;
 use super::launch::{cuda_err, Bound};
 use crate::backend::cuda_config::GraphStats;
-use crate::backend::exec::Region;
+use crate::backend::exec::{self, Region};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -342,55 +342,26 @@ impl CudaStorage {
         };
         r.map_err(cuda_err("upload input"))
     }
-    /// [`CudaStorage::set_bytes`] with typed values.
+    /// [`CudaStorage::set_bytes`] with typed values (checked against the dtype).
     pub fn set_data<T: crate::host::Element>(&mut self, ctx: &Context, id: TensorId, values: &[T]) -> Result<()> {
-        let dtype = ctx.layout(id)?.dtype;
-        if dtype != T::DTYPE {
-            return Err(Error::DTypeMismatch {
-                what: format!("set_data({})", ctx.label(id)),
-                expected: dtype,
-                found: T::DTYPE,
-            });
-        }
-        self.set_bytes(ctx, id, bytemuck::cast_slice(values))
+        crate::backend::traits::BackendStorage::set_data(self, ctx, id, values)
     }
 
     /// Device base and length of every storage root the graph touches.
     pub(crate) fn regions(&mut self, ctx: &Context, graph: &Graph) -> Result<HashMap<TensorId, Region<u64>>> {
         let stream = self.dev.stream.clone();
-        let buf_len = self.buffer.len();
         let buf_base = {
             let (p, _sync) = self.buffer.device_ptr_mut(&stream);
             p
         };
-        let mut out = HashMap::new();
-        for &id in graph.leafs().iter().chain(graph.nodes()) {
-            let t = ctx.tensor(id)?;
-            if t.view_src().is_some() {
-                continue;
-            }
-            let size = t.layout().nbytes();
-            let region = match self.plan.place(id) {
-                Some(p @ (Place::Leaf | Place::LeafCopy)) => {
-                    let b = self.leaves.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
-                    let len = b.len();
-                    let (base, _sync) = b.device_ptr_mut(&stream);
-                    Region { base, len, writable: p == Place::LeafCopy }
-                }
-                Some(Place::Buffer { offset }) if offset.checked_add(size).is_some_and(|e| e <= buf_len) => {
-                    Region { base: buf_base + offset as u64, len: size, writable: true }
-                }
-                Some(Place::Buffer { offset }) => {
-                    return Err(Error::Mismatch(format!(
-                        "{} placed at {offset}+{size} outside the {buf_len}-byte buffer",
-                        ctx.label(id)
-                    )))
-                }
-                None => return Err(Error::Mismatch(format!("{} has no place in the plan", ctx.label(id)))),
-            };
-            out.insert(id, region);
-        }
-        Ok(out)
+        let leaves = &mut self.leaves;
+        let leaf = |id: TensorId, place: Place| {
+            let b = leaves.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
+            let len = b.len();
+            let (base, _sync) = b.device_ptr_mut(&stream);
+            Ok(Region { base, len, writable: place == Place::LeafCopy })
+        };
+        exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| buf_base + offset as u64)
     }
 
     /// The values of tensor `id` (any layout, views included; F32/F16/BF16/I32

@@ -5,11 +5,11 @@
 mod plain;
 mod quant;
 
-use super::mem::{Exec, Strided};
+use super::mem::{Exec, Strided, StridedMut};
 use crate::error::Result;
 
 /// Copies every element of `src` into `dst` (same element count).
-pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+pub(crate) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -> Result<()> {
     if dst.l.dtype.is_quantized() || src.l.dtype.is_quantized() {
         quant::copy(ex, op, dst, src)
     } else {
@@ -20,7 +20,7 @@ pub(crate) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> R
 /// Reads any float tensor into a `Vec<f32>` in logical order.
 pub(crate) fn read_f32(src: Strided) -> Result<Vec<f32>> {
     let mut out = vec![0f32; src.l.nelements() as usize];
-    let dst = Strided::of_f32(&mut out, src.l.ne)?;
+    let dst = StridedMut::of_f32(&mut out, src.l.ne)?;
     copy(&Exec { pool: None }, "read", dst, src)?;
     Ok(out)
 }

@@ -6,28 +6,27 @@
 
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
-use crate::backend::cpu::mem::{Exec, Scalar, Strided};
+use crate::backend::cpu::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
 
 /// Side of the square tiles of the transposing copy (elements).
 const TILE: usize = 64;
 
 /// Copies every element of `src` into `dst` (same element count, plain types).
-pub(super) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+pub(super) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -> Result<()> {
     let (sd, ss) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, src.l.dtype)?);
     let n = dst.l.nelements();
-    if n == 0 || dst.same_as(&src) {
+    if n == 0 || src.same_as(&dst) {
         return Ok(());
     }
     let same_shape = dst.l.ne == src.l.ne;
     if sd == ss && dst.l.is_contiguous() && src.l.is_contiguous() {
         let bytes = dst.l.nbytes();
-        let (d, s) = (dst.ptr() as usize, src.ptr() as usize);
         ex.for_ranges(bytes.div_ceil(4096), 4096, |r| {
             let (lo, hi) = (r.start * 4096, (r.end * 4096).min(bytes));
             // SAFETY: both tensors are packed, inside their buffers, and do not
             // overlap (a write never partly overlaps its source; `same_as` returned above).
-            unsafe { std::ptr::copy_nonoverlapping((s + lo) as *const u8, (d + lo) as *mut u8, hi - lo) };
+            unsafe { std::ptr::copy_nonoverlapping(src.ptr().add(lo), dst.ptr().add(lo), hi - lo) };
         });
         return Ok(());
     }
@@ -103,7 +102,7 @@ fn elem_size(s: Scalar) -> usize {
 /// Same-shape copy from a source whose unit-stride dim is `k` (not 0) into a
 /// destination with packed rows, in `TILE`×`TILE` tiles over dims 0 and `k` so
 /// both sides stream whole cache lines.
-fn tiled_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar, k: usize) {
+fn tiled_copy(ex: &Exec, dst: StridedMut, sd: Scalar, src: Strided, ss: Scalar, k: usize) {
     let ne = dst.l.ne;
     let others: Vec<usize> = (1..4).filter(|&d| d != k).collect();
     let (p, q) = (others[0], others[1]);
@@ -118,15 +117,15 @@ fn tiled_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar, k: 
             let mut idx = [0usize; 4];
             idx[p] = ip;
             idx[q] = iq;
-            let base = |t: &Strided, i0: usize, ik: usize| {
+            let offset = |nb: &[usize; 4], i0: usize, ik: usize| {
                 let mut ix = idx;
                 ix[k] = ik;
-                t.ptr().wrapping_add(i0 * t.l.nb[0] + ix[1] * t.l.nb[1] + ix[2] * t.l.nb[2] + ix[3] * t.l.nb[3])
+                i0 * nb[0] + ix[1] * nb[1] + ix[2] * nb[2] + ix[3] * nb[3]
             };
             for i0b in (0..ne0).step_by(TILE) {
                 for ik in kb..(kb + TILE).min(nek) {
-                    let d = base(&dst, i0b, ik);
-                    let s = base(&src, i0b, ik);
+                    let d = dst.ptr().wrapping_add(offset(&dst.l.nb, i0b, ik));
+                    let s = src.ptr().wrapping_add(offset(&src.l.nb, i0b, ik));
                     let n = TILE.min(ne0 - i0b);
                     // SAFETY: elements (i0b..i0b+n, ik) exist in both tensors (same
                     // shape) and this item alone writes dst's k-strip kb..kb+TILE.
@@ -170,7 +169,7 @@ unsafe fn strided_to_packed<T: Copy>(d: *mut T, s: *const T, stride: usize, n: u
 }
 
 /// The general case: element `k` of `src` (logical order) to element `k` of `dst`.
-fn element_copy(ex: &Exec, dst: Strided, sd: Scalar, src: Strided, ss: Scalar) {
+fn element_copy(ex: &Exec, dst: StridedMut, sd: Scalar, src: Strided, ss: Scalar) {
     let (dne, sne) = (dst.l.ne, src.l.ne);
     let ne0 = dne[0] as usize;
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {

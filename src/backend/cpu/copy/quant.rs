@@ -6,14 +6,13 @@
 use std::sync::Mutex;
 
 use super::plain;
-use crate::backend::cpu::mem::{Exec, Strided};
+use crate::backend::cpu::mem::{Exec, Strided, StridedMut};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::quant;
 
 /// True if `t`'s rows are runs of whole packed blocks (or packed plain elements).
-fn rows_packed(t: &Strided) -> bool {
-    let l = &t.l;
+fn rows_packed(l: &Layout) -> bool {
     (!l.dtype.is_quantized() || l.block_dim == 0) && (l.nb[0] == l.dtype.type_size() || l.units0() <= 1)
 }
 
@@ -36,33 +35,34 @@ impl FirstError {
 }
 
 /// Copies `src` into `dst` (same element count, logical order) when either is quantized.
-pub(super) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> Result<()> {
+pub(super) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -> Result<()> {
     let n = dst.l.nelements() as usize;
-    if n == 0 || dst.same_as(&src) {
+    if n == 0 || src.same_as(&dst) {
         return Ok(());
     }
     if dst.l.dtype == src.l.dtype && dst.l.ne == src.l.ne && dst.l.block_dim == src.l.block_dim {
         // same type, same blocks: move the bytes, never requantize
         let (ts, snb) = (src.l.dtype.type_size(), src.l.nb);
-        return each_block(ex, &dst.l, dst, |_, u, block, _| {
+        return each_block(ex, &dst.l, |_, u, offset, _| {
             let from = src.ptr().wrapping_add((0..4).map(|d| u[d] * snb[d]).sum::<usize>());
             // SAFETY: both blocks lie inside their tensors and do not overlap
             // (a copy never partly overlaps its source; `same_as` returned above).
-            unsafe { std::ptr::copy_nonoverlapping(from, block, ts) };
+            unsafe { std::ptr::copy_nonoverlapping(from, dst.ptr().add(offset), ts) };
             Ok(())
         });
     }
-    if dst.l.ne[0] == src.l.ne[0] && rows_packed(&dst) && rows_packed(&src) {
+    if dst.l.ne[0] == src.l.ne[0] && rows_packed(&dst.l) && rows_packed(&src.l) {
         return rowwise(ex, dst, src);
     }
     // the values in logical order, seen with src's and with dst's shape
     let mut tmp = vec![0f32; n];
-    let as_src = Strided::of_f32(&mut tmp, src.l.ne)?;
-    let as_dst = as_src.reshaped(dst.l.ne)?;
+    let as_src = StridedMut::of_f32(&mut tmp, src.l.ne)?;
+    let as_dst = as_src.as_src().reshaped(dst.l.ne)?;
     if src.l.dtype.is_quantized() {
-        each_block(ex, &src.l, src, |l, u, block, vals| {
-            // SAFETY: `block` is one block of src, inside its extent.
-            quant::dequantize_row(l.dtype, unsafe { std::slice::from_raw_parts(block, l.dtype.type_size()) }, vals)?;
+        each_block(ex, &src.l, |l, u, offset, vals| {
+            // SAFETY: `offset` is that of one block of src, inside its extent.
+            let block = unsafe { std::slice::from_raw_parts(src.ptr().add(offset), l.dtype.type_size()) };
+            quant::dequantize_row(l.dtype, block, vals)?;
             for (j, &v) in vals.iter().enumerate() {
                 // SAFETY: the logical index is < n, and each block writes its own elements.
                 unsafe { as_src.ptr().cast::<f32>().add(logical_index(l, u, j)).write(v) };
@@ -73,13 +73,14 @@ pub(super) fn copy(ex: &Exec, op: &'static str, dst: Strided, src: Strided) -> R
         plain::copy(ex, op, as_src, src)?;
     }
     if dst.l.dtype.is_quantized() {
-        each_block(ex, &dst.l, dst, |l, u, block, vals| {
+        each_block(ex, &dst.l, |l, u, offset, vals| {
             for (j, v) in vals.iter_mut().enumerate() {
                 // SAFETY: the logical index is < n.
                 *v = unsafe { as_dst.ptr().cast::<f32>().add(logical_index(l, u, j)).read() };
             }
-            // SAFETY: `block` is one block of dst, written by this call only.
-            quant::quantize_row(l.dtype, vals, unsafe { std::slice::from_raw_parts_mut(block, l.dtype.type_size()) })
+            // SAFETY: `offset` is that of one block of dst, written by this call only.
+            let block = unsafe { std::slice::from_raw_parts_mut(dst.ptr().add(offset), l.dtype.type_size()) };
+            quant::quantize_row(l.dtype, vals, block)
         })
     } else {
         plain::copy(ex, op, dst, as_dst)
@@ -94,11 +95,11 @@ fn logical_index(l: &Layout, u: [usize; 4], j: usize) -> usize {
     ((i[3] * ne[2] + i[2]) * ne[1] + i[1]) * ne[0] + i[0]
 }
 
-/// Calls `f(layout, unit index, block address, scratch for its values)` for
-/// every block of tensor `t`, in parallel.
-fn each_block<F>(ex: &Exec, l: &Layout, t: Strided, f: F) -> Result<()>
+/// Calls `f(layout, unit index, block byte offset, scratch for its values)`
+/// for every block of a tensor of layout `l`, in parallel.
+fn each_block<F>(ex: &Exec, l: &Layout, f: F) -> Result<()>
 where
-    F: Fn(&Layout, [usize; 4], *mut u8, &mut [f32]) -> Result<()> + Sync + Send,
+    F: Fn(&Layout, [usize; 4], usize, &mut [f32]) -> Result<()> + Sync + Send,
 {
     let u = [0, 1, 2, 3].map(|d| l.units(d) as usize);
     let bs = l.dtype.block_size();
@@ -107,15 +108,15 @@ where
         let mut vals = vec![0f32; bs];
         for k in range {
             let idx = [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])];
-            let at = t.ptr().wrapping_add((0..4).map(|d| idx[d] * l.nb[d]).sum::<usize>());
-            errors.keep(f(l, idx, at, &mut vals));
+            let offset = (0..4).map(|d| idx[d] * l.nb[d]).sum::<usize>();
+            errors.keep(f(l, idx, offset, &mut vals));
         }
     });
     errors.into_result()
 }
 
 /// Same `ne[0]`, rows of whole blocks: one row at a time through an f32 row.
-fn rowwise(ex: &Exec, dst: Strided, src: Strided) -> Result<()> {
+fn rowwise(ex: &Exec, dst: StridedMut, src: Strided) -> Result<()> {
     let ne0 = dst.l.ne[0] as usize;
     let errors = FirstError::default();
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
@@ -128,7 +129,7 @@ fn rowwise(ex: &Exec, dst: Strided, src: Strided) -> Result<()> {
 }
 
 /// One row: `src` → f32 → `dst`.
-fn row_through_f32(dst: Strided, src: Strided, row: &mut [f32]) -> Result<()> {
+fn row_through_f32(dst: StridedMut, src: Strided, row: &mut [f32]) -> Result<()> {
     let one = Exec { pool: None };
     let ne = [row.len() as i64, 1, 1, 1];
     if dst.l.dtype == src.l.dtype {
@@ -140,7 +141,7 @@ fn row_through_f32(dst: Strided, src: Strided, row: &mut [f32]) -> Result<()> {
         // SAFETY: a packed row of src: `row_size` bytes inside its buffer.
         quant::dequantize_row(src.l.dtype, unsafe { std::slice::from_raw_parts(src.ptr(), src.l.row_size()) }, row)?;
     } else {
-        plain::copy(&one, "cpy", Strided::of_f32(row, ne)?, src)?;
+        plain::copy(&one, "cpy", StridedMut::of_f32(row, ne)?, src)?;
     }
     if dst.l.dtype.is_quantized() {
         // SAFETY: a packed row of dst, `row_size` bytes, written by this thread only.
