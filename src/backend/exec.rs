@@ -196,12 +196,12 @@ pub(crate) fn regions<B>(
                 Region { base: buffer(offset), len: size, writable: true }
             }
             Some(Place::Buffer { offset }) => {
-                return Err(Error::Mismatch(format!(
+                return Err(Error::internal(format!(
                     "{} placed at {offset}+{size} outside the {buf_len}-byte buffer",
                     ctx.label(id)
                 )))
             }
-            None => return Err(Error::Mismatch(format!("{} has no place in the plan", ctx.label(id)))),
+            None => return Err(Error::internal(format!("{} has no place in the plan", ctx.label(id)))),
         };
         out.insert(id, region);
     }

@@ -155,7 +155,7 @@ pub(super) fn repack(
             let res = match (rows, dst) {
                 (Some(rows), Some(dst)) => t.pack_group(k, &rows, dst),
                 (None, _) => {
-                    Err(crate::error::Error::Mismatch(format!("{}: a row lies outside its bytes", ctx.label(a))))
+                    Err(crate::error::Error::internal(format!("{}: a row lies outside its bytes", ctx.label(a))))
                 }
                 (_, None) => Err(crate::error::Error::internal("a packed group outside its buffer")),
             };

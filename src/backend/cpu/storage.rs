@@ -191,7 +191,7 @@ impl CpuStorage {
                 self.buffer
                     .as_bytes()
                     .get(offset..offset + size)
-                    .ok_or_else(|| Error::Mismatch("plan offset outside buffer".into()))
+                    .ok_or_else(|| Error::internal("plan offset outside the buffer"))
             }
             None => Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
         }
@@ -217,6 +217,6 @@ impl CpuStorage {
         bytes
             .get(t.view_offs()..t.view_offs() + l.nbytes())
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| Error::Mismatch("view outside its storage".into()))
+            .ok_or_else(|| Error::internal("view outside its storage"))
     }
 }

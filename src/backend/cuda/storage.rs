@@ -190,7 +190,7 @@ impl CudaStorage {
             Some(c) if c.len() >= bytes.len() => {
                 stream.memcpy_htod(bytes, &mut c.slice_mut(0..bytes.len())).map_err(cuda_err("upload leaf"))
             }
-            Some(_) => Err(Error::Mismatch(format!("{}: device copy smaller than its data", ctx.label(id)))),
+            Some(_) => Err(Error::internal(format!("{}: device copy smaller than its data", ctx.label(id)))),
             None => Err(Error::Invalid(format!("{} is not a leaf this storage keeps a copy of", ctx.label(id)))),
         }
     }
@@ -277,7 +277,7 @@ impl CudaStorage {
             Some(Place::Buffer { offset }) => {
                 let size = ctx.tensor(root)?.layout().nbytes();
                 if offset.checked_add(size).is_none_or(|e| e > self.buffer.len()) {
-                    return Err(Error::Mismatch("plan offset outside buffer".into()));
+                    return Err(Error::internal("plan offset outside the buffer"));
                 }
                 Ok((&*self.buffer, offset, size))
             }
@@ -298,7 +298,7 @@ impl CudaStorage {
         let (buf, start, len) = self.root_slice(ctx, id)?;
         let n = l.nbytes();
         if t.view_offs().checked_add(n).is_none_or(|e| e > len) {
-            return Err(Error::Mismatch("view outside its storage".into()));
+            return Err(Error::internal("view outside its storage"));
         }
         if n == 0 {
             return Ok(Vec::new());
@@ -337,7 +337,7 @@ impl CudaStorage {
                 Some(b) if b.len() >= size => stream.memcpy_htod(bytes, &mut b.slice_mut(0..size)),
                 _ => return Err(Error::NoData(ctx.label(id))),
             },
-            Some(Place::Buffer { .. }) => return Err(Error::Mismatch("plan offset outside buffer".into())),
+            Some(Place::Buffer { .. }) => return Err(Error::internal("plan offset outside the buffer")),
             None => return Err(Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id)))),
         };
         r.map_err(cuda_err("upload input"))
