@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -31,6 +31,15 @@ impl LeafData {
     }
 }
 
+/// One tensor of the arena: its header, a leaf's host data, and the epoch
+/// it was made in.
+#[derive(Debug)]
+struct Entry {
+    tensor: Tensor,
+    data: Option<LeafData>,
+    epoch: u32,
+}
+
 /// Reads and writes of one storage since its last write, in program order.
 #[derive(Clone, Default, Debug)]
 struct StorageHistory {
@@ -40,18 +49,21 @@ struct StorageHistory {
 
 /// The arena that owns tensor headers (and the host data of leaves).
 ///
-/// Ops are methods on the context (see [`crate::ops`]); each returns the new
-/// tensor's [`TensorId`]. In a `no_alloc` context leaves get no data, so graphs
-/// of any size can be built and planned without memory.
+/// Ops are methods on the context (see [`crate::ops`]) taking `&self`, so
+/// they nest (`ctx.cont(ctx.transpose(a)?)?`); each returns the new tensor's
+/// [`TensorId`]. Leaves are made, named, flagged and filled through
+/// `&mut self`. In a `no_alloc` context leaves get no data, so graphs of any
+/// size can be built and planned without memory.
 #[derive(Debug)]
 pub struct Context {
     id: u32,
     no_alloc: bool,
-    tensors: Vec<Tensor>,
-    data: Vec<Option<LeafData>>,
-    history: HashMap<TensorId, StorageHistory>,
-    /// The epoch each tensor was made in.
-    epochs: Vec<u32>,
+    /// Append-only: a node is added through `&self` while references to
+    /// earlier headers are held (their addresses never move).
+    entries: boxcar::Vec<Entry>,
+    /// The write history of every storage; held while a node is added, so
+    /// nodes are added one at a time, in program order.
+    history: Mutex<HashMap<TensorId, StorageHistory>>,
     /// The length each truncation cut the arena to, in order: the epoch is
     /// their count.
     cuts: Vec<usize>,
@@ -86,17 +98,16 @@ impl Context {
         Context {
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             no_alloc: !alloc,
-            tensors: Vec::new(),
-            data: Vec::new(),
-            history: HashMap::new(),
-            epochs: Vec::new(),
+            entries: boxcar::Vec::new(),
+            history: Mutex::new(HashMap::new()),
             cuts: Vec::new(),
         }
     }
     /// This point in the context's history: [`Context::truncate`] with it drops
     /// every tensor made after it.
     pub fn mark(&self) -> ContextMark {
-        ContextMark { ctx: self.id, epoch: self.epoch(), len: self.tensors.len(), history: self.history.clone() }
+        let history = self.history().clone();
+        ContextMark { ctx: self.id, epoch: self.epoch(), len: self.len(), history }
     }
     /// Drops every tensor made after `mark` (their headers and host data), and
     /// restores the write history of that moment, so graph building goes on as if
@@ -110,17 +121,16 @@ impl Context {
             return Err(Error::Mismatch(format!("mark of context {} used with context {}", mark.ctx, self.id)));
         }
         let cut_below = self.cuts.get(mark.epoch as usize..).unwrap_or(&[]).iter().any(|&c| c < mark.len);
-        if cut_below || mark.len > self.tensors.len() {
+        if cut_below || mark.len > self.len() {
             return Err(Error::Invalid(format!(
                 "mark at {} tensors predates a truncation below it (the context holds {})",
                 mark.len,
-                self.tensors.len()
+                self.len()
             )));
         }
-        self.tensors.truncate(mark.len);
-        self.data.truncate(mark.len);
-        self.epochs.truncate(mark.len);
-        self.history = mark.history.clone();
+        let entries = std::mem::take(&mut self.entries);
+        self.entries = entries.into_iter().take(mark.len).collect();
+        *self.history_mut() = mark.history.clone();
         self.cuts.push(mark.len);
         Ok(())
     }
@@ -132,7 +142,7 @@ impl Context {
     /// earlier graph. Program order within the nodes built after the call is
     /// kept as always.
     pub fn forget_writes(&mut self) {
-        self.history.clear();
+        self.history_mut().clear();
     }
     /// Incremented by every [`Context::truncate`].
     pub fn epoch(&self) -> u32 {
@@ -148,20 +158,16 @@ impl Context {
     }
     /// Number of tensors.
     pub fn len(&self) -> usize {
-        self.tensors.len()
+        self.entries.count()
     }
     /// True when the context holds no tensor.
     pub fn is_empty(&self) -> bool {
-        self.tensors.is_empty()
+        self.entries.is_empty()
     }
     /// All tensors in creation order.
     pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
         let ctx = self.id;
-        self.tensors
-            .iter()
-            .zip(&self.epochs)
-            .enumerate()
-            .map(move |(i, (t, &epoch))| (TensorId { ctx, idx: i as u32, epoch }, t))
+        self.entries.iter().map(move |(i, e)| (TensorId { ctx, idx: i as u32, epoch: e.epoch }, &e.tensor))
     }
 
     /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
@@ -182,9 +188,7 @@ impl Context {
         ne4[..ne.len()].copy_from_slice(ne);
         let layout = Layout::contiguous(dtype, ne4)?;
         let data = data(&layout)?;
-        let id = self.push(Tensor::new(layout, Op::Leaf))?;
-        self.data[id.index()] = data;
-        Ok(id)
+        self.push_entry(Tensor::new(layout, Op::Leaf), data)
     }
     /// A new 1-d leaf.
     pub fn new_tensor_1d(&mut self, dtype: DType, ne0: i64) -> Result<TensorId> {
@@ -230,7 +234,7 @@ impl Context {
     }
     /// True if leaf `id`'s bytes are a read-only file mapping.
     pub fn is_mapped(&self, id: TensorId) -> bool {
-        self.tensor(id).is_ok() && matches!(self.data[id.index()], Some(LeafData::Mapped(..)))
+        self.entry(id).is_ok_and(|e| matches!(e.data, Some(LeafData::Mapped(..))))
     }
 
     /// A new F32 leaf holding `values` (shape `ne`, contiguous order).
@@ -242,20 +246,34 @@ impl Context {
 
     /// The header of `id`.
     pub fn tensor(&self, id: TensorId) -> Result<&Tensor> {
+        self.entry(id).map(|e| &e.tensor)
+    }
+    fn entry(&self, id: TensorId) -> Result<&Entry> {
         if id.ctx != self.id {
             return Err(Error::UnknownTensor(format!("{id} belongs to context {}, not {}", id.ctx, self.id)));
         }
-        match (self.tensors.get(id.index()), self.epochs.get(id.index())) {
-            (Some(t), Some(&e)) if e == id.epoch => Ok(t),
-            (_, e) if e.is_none_or(|&e| e != id.epoch) && id.epoch < self.epoch() => {
+        match self.entries.get(id.index()) {
+            Some(e) if e.epoch == id.epoch => Ok(e),
+            e if e.is_none_or(|e| e.epoch != id.epoch) && id.epoch < self.epoch() => {
                 Err(Error::UnknownTensor(format!("{id} was dropped by Context::truncate")))
             }
             _ => Err(Error::UnknownTensor(id.to_string())),
         }
     }
+    fn entry_mut(&mut self, id: TensorId) -> Result<&mut Entry> {
+        self.entry(id)?;
+        self.entries.get_mut(id.index()).ok_or_else(|| Error::UnknownTensor(id.to_string()))
+    }
     fn tensor_mut(&mut self, id: TensorId) -> Result<&mut Tensor> {
-        self.tensor(id)?;
-        Ok(&mut self.tensors[id.index()])
+        self.entry_mut(id).map(|e| &mut e.tensor)
+    }
+    /// The write history (a poisoned lock still holds a consistent map: it
+    /// is only changed after every check of a push has passed).
+    fn history(&self) -> MutexGuard<'_, HashMap<TensorId, StorageHistory>> {
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn history_mut(&mut self) -> &mut HashMap<TensorId, StorageHistory> {
+        self.history.get_mut().unwrap_or_else(|e| e.into_inner())
     }
     /// The layout of `id`.
     pub fn layout(&self, id: TensorId) -> Result<Layout> {
@@ -312,7 +330,7 @@ impl Context {
             )));
         }
         let label = self.label(id);
-        match self.data[id.index()].as_mut() {
+        match self.entry_mut(id)?.data.as_mut() {
             Some(LeafData::Owned(b)) => Ok(b),
             Some(LeafData::Mapped(..)) => Err(Error::ReadOnly(label)),
             None => Err(Error::NoData(label)),
@@ -342,8 +360,7 @@ impl Context {
     }
     /// The host bytes of leaf `id` (`None` for non-leaves and data-less leaves).
     pub fn leaf_bytes(&self, id: TensorId) -> Option<&[u8]> {
-        self.tensor(id).ok()?;
-        self.data[id.index()].as_ref().map(LeafData::bytes)
+        self.entry(id).ok()?.data.as_ref().map(LeafData::bytes)
     }
     /// The values of leaf `id` as `T` (its element type), in storage order.
     pub fn data<T: Element>(&self, id: TensorId) -> Result<&[T]> {
@@ -362,56 +379,63 @@ impl Context {
 
     /// Adds a header: records which storages it reads and writes (program
     /// order), refuses overlapping writes, and returns its id.
-    pub(crate) fn push(&mut self, mut t: Tensor) -> Result<TensorId> {
+    pub(crate) fn push(&self, t: Tensor) -> Result<TensorId> {
+        self.push_entry(t, None)
+    }
+
+    /// [`Context::push`] with a leaf's data. Holds the history for the whole
+    /// push, so ids are handed out in program order.
+    fn push_entry(&self, mut t: Tensor, data: Option<LeafData>) -> Result<TensorId> {
+        let mut history = self.history();
+        let idx = self.entries.count();
         let id = TensorId {
             ctx: self.id,
-            idx: u32::try_from(self.tensors.len()).map_err(|_| Error::Invalid("too many tensors".into()))?,
+            idx: u32::try_from(idx).map_err(|_| Error::Invalid("too many tensors".into()))?,
             epoch: self.epoch(),
         };
+        let mut roots = Vec::with_capacity(t.src.len());
         for &s in &t.src {
-            self.tensor(s)?;
+            roots.push(self.tensor(s)?.view_src.unwrap_or(s));
         }
         if t.op.is_compute() {
             if t.writes_in_place() {
                 self.check_write(&t)?;
             }
-            let mut roots: Vec<TensorId> =
-                t.src.iter().map(|&s| self.tensors[s.index()].view_src.unwrap_or(s)).collect();
             roots.sort_unstable();
             roots.dedup();
             for r in roots {
-                let h = self.history.entry(r).or_default();
+                let h = history.entry(r).or_default();
                 if let Some(w) = h.last_write {
                     t.after.push(w);
                 }
                 h.readers_since_write.push(id);
             }
             if let (true, Some(root)) = (t.writes_in_place(), t.view_src) {
-                let h = self.history.entry(root).or_default();
+                let h = history.entry(root).or_default();
                 t.after_readers = h.readers_since_write.drain(..).filter(|&r| r != id).collect();
                 h.last_write = Some(id);
             }
             t.after.sort_unstable();
             t.after.dedup();
         }
-        self.tensors.push(t);
-        self.data.push(None);
-        let epoch = self.epoch();
-        self.epochs.push(epoch);
+        let at = self.entries.push(Entry { tensor: t, data, epoch: id.epoch });
+        if at != idx {
+            return Err(Error::internal(format!("tensor {idx} was stored at {at}")));
+        }
         Ok(id)
     }
 
     /// The most recent node that wrote `id`'s storage, if any.
     pub(crate) fn last_write(&self, id: TensorId) -> Option<TensorId> {
         let root = self.storage_root(id).ok()?;
-        self.history.get(&root).and_then(|h| h.last_write)
+        self.history().get(&root).and_then(|h| h.last_write)
     }
 
     /// A write must not map two elements to one byte, nor partly overlap a source.
     fn check_write(&self, t: &Tensor) -> Result<()> {
         let op = t.op.name();
         let (Some(root), l) = (t.view_src, &t.layout) else { return Ok(()) };
-        if matches!(self.data[root.index()], Some(LeafData::Mapped(..))) {
+        if self.is_mapped(root) {
             return Err(Error::ReadOnly(format!("{} (written by {op})", self.label(root))));
         }
         if l.self_overlaps() {
@@ -421,7 +445,7 @@ impl Context {
             ));
         }
         for &s in &t.src {
-            let st = &self.tensors[s.index()];
+            let st = self.tensor(s)?;
             if st.view_src.unwrap_or(s) != root {
                 continue;
             }

@@ -8,13 +8,13 @@ use crate::tensor::{Op, TensorId};
 impl Context {
     /// A contiguous copy of `a` (same type and shape). This is the explicit,
     /// priced copy that turns a strided view into packed rows.
-    pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn cont(&self, a: TensorId) -> Result<TensorId> {
         let l = self.copyable("cont", a)?;
         self.new_result(Op::Cont { src: a }, l.dtype, l.ne)
     }
     /// A contiguous copy of `a` with a new shape of the same element count
     /// (ggml's `cont_4d`): the copy runs in `a`'s logical order.
-    pub fn cont_reshape(&mut self, a: TensorId, ne: &[i64]) -> Result<TensorId> {
+    pub fn cont_reshape(&self, a: TensorId, ne: &[i64]) -> Result<TensorId> {
         let l = self.copyable("cont", a)?;
         if ne.is_empty() || ne.len() > 4 {
             return Err(Error::shape("cont", format!("1 to 4 dims, got {}", ne.len())));
@@ -27,7 +27,7 @@ impl Context {
         self.new_result(Op::Cont { src: a }, l.dtype, ne4)
     }
     /// A new contiguous copy of `a` (ggml's `dup`).
-    pub fn dup(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn dup(&self, a: TensorId) -> Result<TensorId> {
         let l = self.copyable("dup", a)?;
         self.new_result(Op::Dup { src: a }, l.dtype, l.ne)
     }
@@ -38,7 +38,7 @@ impl Context {
     /// differ. `b` may be any non-overlapping strided view (e.g. a KV-cache slot).
     /// Converting into a type without a quantizer (the i-quants IQ1_S … IQ3_S,
     /// see [`crate::quant::has_quantizer`]) is [`Error::Unsupported`].
-    pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn cpy(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let la = self.copyable("cpy", a)?;
         let lb = self.copyable("cpy", b)?;
         if la.dtype != lb.dtype && lb.dtype.is_quantized() && !crate::quant::has_quantizer(lb.dtype) {

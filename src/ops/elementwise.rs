@@ -9,7 +9,7 @@ use crate::tensor::{BinaryOp, Op, TensorId, UnaryOp};
 impl Context {
     /// `a op b` with `b` tiled over `a`: in every dim `a.ne[i] % b.ne[i] == 0`,
     /// and `b` is read at index `i % b.ne[i]`. The result has `a`'s shape and type.
-    pub fn binary(&mut self, op: BinaryOp, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId> {
+    pub fn binary(&self, op: BinaryOp, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId> {
         let la = self.require_float(op.name(), a)?;
         let lb = self.require_float(op.name(), b)?;
         if !lb.can_repeat(&la) {
@@ -28,51 +28,51 @@ impl Context {
         }
     }
     /// `a + b` (b broadcast by tiling).
-    pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn add(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Add, a, b, false)
     }
     /// `a += b`, returns a view of `a`.
-    pub fn add_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn add_inplace(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Add, a, b, true)
     }
     /// `a - b` (b broadcast by tiling).
-    pub fn sub(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn sub(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Sub, a, b, false)
     }
     /// `a -= b`, returns a view of `a`.
-    pub fn sub_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn sub_inplace(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Sub, a, b, true)
     }
     /// `a * b` (b broadcast by tiling).
-    pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn mul(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Mul, a, b, false)
     }
     /// `a *= b`, returns a view of `a`.
-    pub fn mul_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn mul_inplace(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Mul, a, b, true)
     }
     /// `a / b` (b broadcast by tiling).
-    pub fn div(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn div(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Div, a, b, false)
     }
     /// `a /= b`, returns a view of `a`.
-    pub fn div_inplace(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn div_inplace(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.binary(BinaryOp::Div, a, b, true)
     }
 
     /// `a * s`.
-    pub fn scale(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
+    pub fn scale(&self, a: TensorId, s: f32) -> Result<TensorId> {
         let l = self.require_float("scale", a)?;
         self.new_result(Op::Scale { a, s }, l.dtype, l.ne)
     }
     /// `a *= s`, returns a view of `a`.
-    pub fn scale_inplace(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
+    pub fn scale_inplace(&self, a: TensorId, s: f32) -> Result<TensorId> {
         self.require_float("scale", a)?;
         self.in_place_result(Op::Scale { a, s }, a)
     }
 
     /// `f(a)` elementwise.
-    pub fn unary(&mut self, op: UnaryOp, a: TensorId, inplace: bool) -> Result<TensorId> {
+    pub fn unary(&self, op: UnaryOp, a: TensorId, inplace: bool) -> Result<TensorId> {
         let l = self.require_float(op.name(), a)?;
         if inplace {
             self.in_place_result(Op::Unary { op, a }, a)
@@ -87,11 +87,11 @@ macro_rules! unary_ops {
         impl Context {
             $(
                 #[doc = $doc]
-                pub fn $name(&mut self, a: TensorId) -> Result<TensorId> {
+                pub fn $name(&self, a: TensorId) -> Result<TensorId> {
                     self.unary(UnaryOp::$op, a, false)
                 }
                 #[doc = concat!($doc, " In place: returns a view of `a`.")]
-                pub fn $inplace(&mut self, a: TensorId) -> Result<TensorId> {
+                pub fn $inplace(&self, a: TensorId) -> Result<TensorId> {
                     self.unary(UnaryOp::$op, a, true)
                 }
             )*

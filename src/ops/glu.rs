@@ -10,7 +10,7 @@ impl Context {
     /// ggml's `glu_split`: `f(a) * b` for `f` = [`GluOp`]'s function. `a` and
     /// `b` are F32, F16 or BF16 of one shape and type, any strides; the result
     /// is a new contiguous tensor of `a`'s shape and type.
-    pub fn glu_split(&mut self, op: GluOp, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn glu_split(&self, op: GluOp, a: TensorId, b: TensorId) -> Result<TensorId> {
         let la = self.require_float(op.name(), a)?;
         let lb = self.require_float(op.name(), b)?;
         if la.ne != lb.ne {
@@ -29,7 +29,7 @@ impl Context {
     /// the first half times the second (`swapped`: `f` of the second times
     /// the first). The halves are views of `a` (no copy); the result has
     /// `ne0 / 2` values per row.
-    pub fn glu(&mut self, op: GluOp, a: TensorId, swapped: bool) -> Result<TensorId> {
+    pub fn glu(&self, op: GluOp, a: TensorId, swapped: bool) -> Result<TensorId> {
         let l = self.require_float(op.name(), a)?;
         if l.ne[0] % 2 != 0 {
             return Err(Error::shape(op.name(), format!("ne0 of a ne={:?} must be even to split it in halves", l.ne)));
@@ -43,19 +43,19 @@ impl Context {
     }
 
     /// `silu(a) * b` (ggml's `swiglu_split`).
-    pub fn swiglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn swiglu_split(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.glu_split(GluOp::Swiglu, a, b)
     }
     /// `gelu(a) * b`, the f16-rounded tanh GELU of [`Context::gelu`] (ggml's `geglu_split`).
-    pub fn geglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn geglu_split(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.glu_split(GluOp::Geglu, a, b)
     }
     /// [`Context::glu`] with `silu` (ggml's `swiglu`).
-    pub fn swiglu(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn swiglu(&self, a: TensorId) -> Result<TensorId> {
         self.glu(GluOp::Swiglu, a, false)
     }
     /// [`Context::glu`] with `gelu` (ggml's `geglu`).
-    pub fn geglu(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn geglu(&self, a: TensorId) -> Result<TensorId> {
         self.glu(GluOp::Geglu, a, false)
     }
 }

@@ -15,7 +15,7 @@ impl Context {
     /// dot kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K); `b` is F32, F16 or
     /// BF16. Like ggml, each row of `b` is first converted to `a`'s dot partner
     /// (Q8_0/Q8_1/Q8_K for block types, `a`'s own type for floats).
-    pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn mul_mat(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let la = self.layout(a)?;
         let weight_ok = crate::quant::dot::WEIGHT_TYPES.contains(&la.dtype);
         if !weight_ok {

@@ -10,7 +10,7 @@ impl Context {
     /// `y = x / sqrt(mean(x²) + eps)`. The sum of squares is accumulated in f64
     /// like ggml. `a` may be F32, F16 or BF16 with any strides; the result is
     /// a new contiguous F32 tensor of `a`'s shape. `eps` must be `>= 0`.
-    pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+    pub fn rms_norm(&self, a: TensorId, eps: f32) -> Result<TensorId> {
         let l = self.norm_input("rms_norm", a, eps)?;
         self.new_result(Op::RmsNorm { a, eps }, DType::F32, l.ne)
     }
@@ -20,7 +20,7 @@ impl Context {
     /// accumulated in f64 (ggml's contiguous path). `a` may be F32, F16 or BF16
     /// with any strides; the result is a new contiguous F32 tensor of `a`'s
     /// shape. `eps` must be `>= 0`.
-    pub fn norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+    pub fn norm(&self, a: TensorId, eps: f32) -> Result<TensorId> {
         let l = self.norm_input("norm", a, eps)?;
         self.new_result(Op::Norm { a, eps }, DType::F32, l.ne)
     }

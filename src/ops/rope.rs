@@ -10,14 +10,14 @@ impl Context {
     /// ggml's `rope` shorthand: [`Context::rope_ext`] with no frequency factors
     /// and the defaults of [`RopeParams::new`] (`freq_base` 10000, `freq_scale` 1,
     /// no YaRN, `attn_factor` 1).
-    pub fn rope(&mut self, a: TensorId, pos: TensorId, n_dims: i32, mode: i32) -> Result<TensorId> {
+    pub fn rope(&self, a: TensorId, pos: TensorId, n_dims: i32, mode: i32) -> Result<TensorId> {
         self.rope_with(a, pos, None, RopeParams::new(n_dims, mode))
     }
 
     /// ggml's `rope_ext`, argument for argument; see [`Context::rope_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn rope_ext(
-        &mut self,
+        &self,
         a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,
@@ -67,7 +67,7 @@ impl Context {
     /// are not supported); `pos` not I32, not a vector, or not `n_tokens` long;
     /// `freq_factors` not F32 or too short.
     pub fn rope_with(
-        &mut self,
+        &self,
         a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,

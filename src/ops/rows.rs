@@ -11,7 +11,7 @@ impl Context {
     /// `b` holds I32 row indices, `[n, ne2, ne3]`. The result is F32 (I32 for an
     /// I32 `a`) with `ne = [a.ne0, b.ne0, b.ne1, b.ne2]`. An index outside
     /// `0..n_rows` is an error when the graph runs.
-    pub fn get_rows(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn get_rows(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let (la, lb) = (self.layout(a)?, self.layout(b)?);
         if lb.dtype != DType::I32 {
             return Err(Error::DTypeMismatch {
@@ -39,7 +39,7 @@ impl Context {
     /// in a KV cache at positions given by a tensor, so that one graph serves
     /// every position. `b` is `[a.ne0, n, a.ne2, a.ne3]`, `idx` I32 `[n, a.ne2, a.ne3]`;
     /// an index outside `0..a.ne1` is an error when the graph runs.
-    pub fn set_rows(&mut self, a: TensorId, b: TensorId, idx: TensorId) -> Result<TensorId> {
+    pub fn set_rows(&self, a: TensorId, b: TensorId, idx: TensorId) -> Result<TensorId> {
         let (la, lb, li) = (self.layout(a)?, self.layout(b)?, self.layout(idx)?);
         if li.dtype != DType::I32 {
             return Err(Error::DTypeMismatch {

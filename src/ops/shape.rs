@@ -10,7 +10,7 @@ impl Context {
     /// copied bit for bit) and the same size in every other dim; any strides.
     /// The result is contiguous with `a`'s type and
     /// `ne[dim] = a.ne[dim] + b.ne[dim]`.
-    pub fn concat(&mut self, a: TensorId, b: TensorId, dim: usize) -> Result<TensorId> {
+    pub fn concat(&self, a: TensorId, b: TensorId, dim: usize) -> Result<TensorId> {
         let (la, lb) = (self.layout(a)?, self.layout(b)?);
         if dim >= 4 {
             return Err(Error::Invalid(format!("concat: dim must be 0..4, got {dim}")));
@@ -37,7 +37,7 @@ impl Context {
     /// is not a source). Needs ggml's `can_repeat(a, b)`: every `b.ne[i]` a
     /// multiple of `a.ne[i]`. `a` may be any plain type with any strides
     /// (values copied bit for bit); the result is contiguous with `a`'s type.
-    pub fn repeat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+    pub fn repeat(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let (la, lb) = (self.layout(a)?, self.layout(b)?);
         if la.dtype.is_quantized() {
             return Err(Error::Unsupported { op: "repeat", dtype: la.dtype });

@@ -8,7 +8,7 @@ use crate::tensor::{Op, TensorId};
 impl Context {
     /// ggml's `soft_max`: softmax over every row (dim 0) of `a`.
     /// Same as [`Context::soft_max_ext`] with no mask, scale 1 and no ALiBi.
-    pub fn soft_max(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn soft_max(&self, a: TensorId) -> Result<TensorId> {
         self.soft_max_ext(a, None, 1.0, 0.0)
     }
 
@@ -28,7 +28,7 @@ impl Context {
     ///
     /// A row whose values are all `-inf` (e.g. fully masked) gives zeros, where
     /// ggml's CPU kernel would give NaN.
-    pub fn soft_max_ext(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
+    pub fn soft_max_ext(&self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
         let la = self.require_float("soft_max", a)?;
         if let Some(m) = mask {
             let lm = self.layout(m)?;
@@ -60,13 +60,13 @@ impl Context {
     /// past the causal diagonal, `i0 > n_past + i1`, set to `-inf` (in every
     /// matrix `i2, i3`). `a` may be F32, F16 or BF16 with any strides; the
     /// result is contiguous with `a`'s type. `n_past` must be `>= 0`.
-    pub fn diag_mask_inf(&mut self, a: TensorId, n_past: i32) -> Result<TensorId> {
+    pub fn diag_mask_inf(&self, a: TensorId, n_past: i32) -> Result<TensorId> {
         let l = self.diag_mask_input(a, n_past)?;
         self.new_result(Op::DiagMaskInf { a, n_past }, l.dtype, l.ne)
     }
 
     /// [`Context::diag_mask_inf`] written into `a`'s storage; returns a view of `a`.
-    pub fn diag_mask_inf_inplace(&mut self, a: TensorId, n_past: i32) -> Result<TensorId> {
+    pub fn diag_mask_inf_inplace(&self, a: TensorId, n_past: i32) -> Result<TensorId> {
         self.diag_mask_input(a, n_past)?;
         self.in_place_result(Op::DiagMaskInf { a, n_past }, a)
     }

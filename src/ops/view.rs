@@ -11,7 +11,7 @@ impl Context {
     /// A header with `layout` over `src`'s storage, `offset` bytes past `src`'s
     /// start. Checks alignment, block alignment and that the strided extent
     /// lies inside the root storage.
-    fn view_tensor(&mut self, op: Op, src: TensorId, layout: Layout, offset: usize) -> Result<TensorId> {
+    fn view_tensor(&self, op: Op, src: TensorId, layout: Layout, offset: usize) -> Result<TensorId> {
         let name = op.name();
         let s = self.tensor(src)?;
         let root = s.view_src.unwrap_or(src);
@@ -67,7 +67,7 @@ impl Context {
     }
 
     /// `ne0` contiguous values starting `offset` bytes into `a` (ggml's `view_1d`).
-    pub fn view_1d(&mut self, a: TensorId, ne0: i64, offset: usize) -> Result<TensorId> {
+    pub fn view_1d(&self, a: TensorId, ne0: i64, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let ts = dtype.type_size();
         let row = row_bytes("view_1d", dtype, ne0)?;
@@ -75,28 +75,28 @@ impl Context {
         self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 2-d window: rows of `ne0` values, `nb1` bytes apart (ggml's `view_2d`).
-    pub fn view_2d(&mut self, a: TensorId, ne0: i64, ne1: i64, nb1: usize, offset: usize) -> Result<TensorId> {
+    pub fn view_2d(&self, a: TensorId, ne0: i64, ne1: i64, nb1: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb2 = mul("view_2d", nb1, ne1)?;
         let l = Layout { dtype, ne: [ne0, ne1, 1, 1], nb: [dtype.type_size(), nb1, nb2, nb2], block_dim: 0 };
         self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 3-d window (ggml's `view_3d`).
-    pub fn view_3d(&mut self, a: TensorId, ne: [i64; 3], nb1: usize, nb2: usize, offset: usize) -> Result<TensorId> {
+    pub fn view_3d(&self, a: TensorId, ne: [i64; 3], nb1: usize, nb2: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb3 = mul("view_3d", nb2, ne[2])?;
         let l = Layout { dtype, ne: [ne[0], ne[1], ne[2], 1], nb: [dtype.type_size(), nb1, nb2, nb3], block_dim: 0 };
         self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// A 4-d window with strides `nb1, nb2, nb3` (ggml's `view_4d`).
-    pub fn view_4d(&mut self, a: TensorId, ne: [i64; 4], nb: [usize; 3], offset: usize) -> Result<TensorId> {
+    pub fn view_4d(&self, a: TensorId, ne: [i64; 4], nb: [usize; 3], offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let l = Layout { dtype, ne, nb: [dtype.type_size(), nb[0], nb[1], nb[2]], block_dim: 0 };
         self.view_tensor(Op::View { src: a }, a, l, offset)
     }
     /// Any window: shape `ne`, all four strides `nb` (`nb[0]` may differ from the
     /// type size), `offset` bytes into `a`. Bounds-checked like every view.
-    pub fn view_strided(&mut self, a: TensorId, ne: [i64; 4], nb: [usize; 4], offset: usize) -> Result<TensorId> {
+    pub fn view_strided(&self, a: TensorId, ne: [i64; 4], nb: [usize; 4], offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         if dtype.is_quantized() && nb[0] != dtype.type_size() {
             return Err(Error::view("view", format!("{dtype}: blocks along dim 0 must be packed (nb[0]={})", nb[0])));
@@ -107,7 +107,7 @@ impl Context {
 
     /// `a` with a new shape (1–4 dims); `a` must be contiguous and hold the same
     /// number of elements (ggml's `reshape`). Never copies.
-    pub fn reshape(&mut self, a: TensorId, ne: &[i64]) -> Result<TensorId> {
+    pub fn reshape(&self, a: TensorId, ne: &[i64]) -> Result<TensorId> {
         let l = self.layout(a)?;
         if !l.is_contiguous() {
             return Err(Error::NotContiguous { op: "reshape", ne: l.ne, nb: l.nb, dtype: l.dtype });
@@ -128,34 +128,34 @@ impl Context {
         self.view_tensor(Op::Reshape { src: a }, a, new, 0)
     }
     /// [`Context::reshape`] to 1 dim.
-    pub fn reshape_1d(&mut self, a: TensorId, ne0: i64) -> Result<TensorId> {
+    pub fn reshape_1d(&self, a: TensorId, ne0: i64) -> Result<TensorId> {
         self.reshape(a, &[ne0])
     }
     /// [`Context::reshape`] to 2 dims.
-    pub fn reshape_2d(&mut self, a: TensorId, ne0: i64, ne1: i64) -> Result<TensorId> {
+    pub fn reshape_2d(&self, a: TensorId, ne0: i64, ne1: i64) -> Result<TensorId> {
         self.reshape(a, &[ne0, ne1])
     }
     /// [`Context::reshape`] to 3 dims.
-    pub fn reshape_3d(&mut self, a: TensorId, ne0: i64, ne1: i64, ne2: i64) -> Result<TensorId> {
+    pub fn reshape_3d(&self, a: TensorId, ne0: i64, ne1: i64, ne2: i64) -> Result<TensorId> {
         self.reshape(a, &[ne0, ne1, ne2])
     }
     /// [`Context::reshape`] to 4 dims.
-    pub fn reshape_4d(&mut self, a: TensorId, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<TensorId> {
+    pub fn reshape_4d(&self, a: TensorId, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<TensorId> {
         self.reshape(a, &[ne0, ne1, ne2, ne3])
     }
 
     /// Swaps dims 0 and 1 (ne and nb). Zero bytes moved.
-    pub fn transpose(&mut self, a: TensorId) -> Result<TensorId> {
+    pub fn transpose(&self, a: TensorId) -> Result<TensorId> {
         self.permute_op(a, [1, 0, 2, 3], Op::Transpose { src: a })
     }
     /// Reorders dims, ggml's convention: **source dim `i` moves to position
     /// `axes[i]`** (`ne_out[axes[i]] = ne[i]`). `permute(a, [1, 0, 2, 3])` is a
     /// transpose; `permute(a, [0, 2, 1, 3])` swaps dims 1 and 2. `axes` must be a
     /// permutation of 0..4.
-    pub fn permute(&mut self, a: TensorId, axes: [usize; 4]) -> Result<TensorId> {
+    pub fn permute(&self, a: TensorId, axes: [usize; 4]) -> Result<TensorId> {
         self.permute_op(a, axes, Op::Permute { src: a, axes })
     }
-    fn permute_op(&mut self, a: TensorId, axes: [usize; 4], op: Op) -> Result<TensorId> {
+    fn permute_op(&self, a: TensorId, axes: [usize; 4], op: Op) -> Result<TensorId> {
         let mut seen = [false; 4];
         for &ax in &axes {
             if ax >= 4 || seen[ax] {
@@ -180,7 +180,7 @@ impl Context {
     /// Broadcasts `a` to shape `ne` without copying: dims where `a` has size 1
     /// get stride 0. Dims of other sizes must match. The result is read-only:
     /// writing into it is an [`Error::OverlappingWrite`].
-    pub fn expand(&mut self, a: TensorId, ne: [i64; 4]) -> Result<TensorId> {
+    pub fn expand(&self, a: TensorId, ne: [i64; 4]) -> Result<TensorId> {
         let l = self.layout(a)?;
         let mut out = l;
         for i in 0..4 {

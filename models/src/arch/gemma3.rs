@@ -47,20 +47,12 @@ pub(super) fn read_hparams(k: &Keys, hp: &mut Hparams) -> Result<()> {
 
 /// `s = x + norm(attn(norm(x)))`, then `s + norm(ffn(norm(s)))`.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let h = b.norm(x, l.attn_norm)?;
-    let (q, k, v) = b.qkv(l, h)?;
-    let q = b.norm_opt(q, l.q_norm)?;
-    let q = b.rope(l, q)?;
-    let k = b.norm_opt(k, l.k_norm)?;
-    let k = b.rope(l, k)?;
-    let q = b.c.scale(q, b.hp.kq_scale)?;
+    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
+    let q = b.c.scale(b.rope(l, b.norm_opt(q, l.q_norm)?)?, b.hp.kq_scale)?;
+    let k = b.rope(l, b.norm_opt(k, l.k_norm)?)?;
     let a = b.attention(l, q, k, v, 1.0)?;
     let (a, x) = b.last_rows(l, a, x)?;
-    let a = b.attn_out(l, a)?;
-    let a = b.norm_opt(a, l.attn_post_norm)?;
-    let s = b.c.add(a, x)?;
-    let h = b.norm(s, l.ffn_norm)?;
-    let f = b.ffn(l, h, GluOp::Geglu)?;
-    let f = b.norm_opt(f, l.ffn_post_norm)?;
-    b.c.add(f, s)
+    let s = b.c.add(b.norm_opt(b.attn_out(l, a)?, l.attn_post_norm)?, x)?;
+    let f = b.ffn(l, b.norm(s, l.ffn_norm)?, GluOp::Geglu)?;
+    b.c.add(b.norm_opt(f, l.ffn_post_norm)?, s)
 }

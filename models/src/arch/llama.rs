@@ -13,16 +13,10 @@ pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused
 /// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the query and key heads normed first
 /// where the layer has head norms (Qwen 3).
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let h = b.norm(x, l.attn_norm)?;
-    let (q, k, v) = b.qkv(l, h)?;
-    let q = b.norm_opt(q, l.q_norm)?;
-    let k = b.norm_opt(k, l.k_norm)?;
-    let (q, k) = (b.rope(l, q)?, b.rope(l, k)?);
-    let a = b.attention(l, q, k, v, b.hp.kq_scale)?;
+    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
+    let (q, k) = (b.norm_opt(q, l.q_norm)?, b.norm_opt(k, l.k_norm)?);
+    let a = b.attention(l, b.rope(l, q)?, b.rope(l, k)?, v, b.hp.kq_scale)?;
     let (a, x) = b.last_rows(l, a, x)?;
-    let a = b.attn_out(l, a)?;
-    let x = b.c.add(a, x)?;
-    let h = b.norm(x, l.ffn_norm)?;
-    let f = b.ffn(l, h, GluOp::Swiglu)?;
-    b.c.add(f, x)
+    let x = b.c.add(b.attn_out(l, a)?, x)?;
+    b.c.add(b.ffn(l, b.norm(x, l.ffn_norm)?, GluOp::Swiglu)?, x)
 }

@@ -19,15 +19,10 @@ pub(super) fn read_hparams(_k: &Keys, hp: &mut Hparams) -> Result<()> {
 /// `x + attn(norm(x))` (queries scaled by 1/√head_dim first), then `+ ffn(norm(·))`
 /// with SwiGLU over the halves of the fused up projection.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let h = b.norm(x, l.attn_norm)?;
-    let (q, k, v) = b.qkv(l, h)?;
+    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
     let (q, k) = (b.rope(l, q)?, b.rope(l, k)?);
-    let q = b.c.scale(q, b.hp.kq_scale)?;
-    let a = b.attention(l, q, k, v, 1.0)?;
+    let a = b.attention(l, b.c.scale(q, b.hp.kq_scale)?, k, v, 1.0)?;
     let (a, x) = b.last_rows(l, a, x)?;
-    let a = b.attn_out(l, a)?;
-    let x = b.c.add(a, x)?;
-    let h = b.norm(x, l.ffn_norm)?;
-    let f = b.ffn(l, h, GluOp::Swiglu)?;
-    b.c.add(x, f)
+    let x = b.c.add(b.attn_out(l, a)?, x)?;
+    b.c.add(x, b.ffn(l, b.norm(x, l.ffn_norm)?, GluOp::Swiglu)?)
 }

@@ -26,23 +26,21 @@ pub(crate) struct Block<'a> {
 
 impl Block<'_> {
     /// RMS norm of `x`'s rows, times the weight `w`.
-    pub fn norm(&mut self, x: TensorId, w: TensorId) -> Result<TensorId> {
-        let h = self.c.rms_norm(x, self.hp.rms_eps)?;
-        self.c.mul(h, w)
+    pub fn norm(&self, x: TensorId, w: TensorId) -> Result<TensorId> {
+        self.c.mul(self.c.rms_norm(x, self.hp.rms_eps)?, w)
     }
 
     /// `w·x`, plus the bias `b`.
-    pub fn linear(&mut self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
-        let y = self.c.mul_mat(w, x)?;
+    pub fn linear(&self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
         match b {
-            Some(b) => self.c.add(y, b),
-            None => Ok(y),
+            Some(b) => self.c.add(self.c.mul_mat(w, x)?, b),
+            None => self.c.mul_mat(w, x),
         }
     }
 
     /// The queries `[head_dim, n_head, n]`, keys `[head_dim, n_head_kv, n]` and values
     /// `[head_dim_v·n_head_kv, n]` of the normed input `h`.
-    pub fn qkv(&mut self, l: &Layer, h: TensorId) -> Result<(TensorId, TensorId, TensorId)> {
+    pub fn qkv(&self, l: &Layer, h: TensorId) -> Result<(TensorId, TensorId, TensorId)> {
         let hp = self.hp;
         let (hd, nt) = (hp.head_dim as i64, self.n_tokens);
         let (nq, nk, nv) = (hp.n_embd_q(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
@@ -60,15 +58,14 @@ impl Block<'_> {
                 let row = self.c.layout(qkv)?.nb[1];
                 let q = self.c.view_3d(qkv, [hd, hp.n_head as i64, nt], hd as usize * 4, row, 0)?;
                 let k = self.c.view_3d(qkv, [hd, hp.n_head_kv as i64, nt], hd as usize * 4, row, nq * 4)?;
-                let v = self.c.view_2d(qkv, nv as i64, nt, row, (nq + nk) * 4)?;
-                let v = self.c.cont(v)?;
+                let v = self.c.cont(self.c.view_2d(qkv, nv as i64, nt, row, (nq + nk) * 4)?)?;
                 Ok((q, k, v))
             }
         }
     }
 
     /// [`Block::norm`] where the layer has the weight, else `t` unchanged.
-    pub fn norm_opt(&mut self, t: TensorId, w: Option<TensorId>) -> Result<TensorId> {
+    pub fn norm_opt(&self, t: TensorId, w: Option<TensorId>) -> Result<TensorId> {
         match w {
             Some(w) => self.norm(t, w),
             None => Ok(t),
@@ -76,7 +73,7 @@ impl Block<'_> {
     }
 
     /// Rotary embedding of `t` (`[head_dim, heads, n]`) with layer `l`'s settings.
-    pub fn rope(&mut self, l: &Layer, t: TensorId) -> Result<TensorId> {
+    pub fn rope(&self, l: &Layer, t: TensorId) -> Result<TensorId> {
         self.c.rope_with(t, self.pos, l.rope_factors, self.hp.rope_params(l.index))
     }
 
@@ -87,21 +84,19 @@ impl Block<'_> {
         let hp = self.hp;
         let (hd, hdv, nh, nkv) = (hp.head_dim as i64, hp.head_dim_v as i64, hp.n_head as i64, hp.n_head_kv as i64);
         let (nt, n_kv) = (self.n_tokens, self.n_kv);
-        let k = self.c.reshape(k, &[hd * nkv, nt])?;
-        self.c.set_rows(l.k_cache, k, self.pos)?;
+        self.c.set_rows(l.k_cache, self.c.reshape(k, &[hd * nkv, nt])?, self.pos)?;
         self.c.set_rows(l.v_cache, v, self.pos)?;
         // attention over the first n_kv cache positions, built after the writes (program order)
         let kl = self.c.layout(l.k_cache)?;
         let row_bytes = |w: i64| kl.dtype.row_size(w).unwrap_or(0);
         let keys = self.c.view_3d(l.k_cache, [hd, n_kv, nkv], kl.nb[1], row_bytes(hd), 0)?;
-        let q = self.c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
-        let kq = self.c.mul_mat(keys, q)?; // [n_kv, nt, nh]
+        // [n_kv, nt, nh]: the keys against the queries seen as [hd, nt, nh]
+        let kq = self.c.mul_mat(keys, self.c.permute(q, [0, 2, 1, 3])?)?;
         let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
         let kq = self.c.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
         let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
-        let kqv = self.c.mul_mat(values, kq)?; // [hdv, nt, nh]
-        let kqv = self.c.permute(kqv, [0, 2, 1, 3])?; // [hdv, nh, nt]
-        self.c.cont_reshape(kqv, &[hdv * nh, nt])
+                                                // [hdv, nt, nh] seen as [hdv, nh, nt], copied to rows of hdv·nh
+        self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
     }
 
     /// The cached values of the attended positions as the first operand of a product
@@ -113,8 +108,7 @@ impl Block<'_> {
         if vl.dtype.is_quantized() {
             let rows = self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], vl.dtype.row_size(hdv).unwrap_or(0), 0)?;
             let f = self.c.new_tensor(DType::F32, &[hdv, n_kv, nkv])?;
-            let f = self.c.cpy(rows, f)?;
-            return self.c.permute(f, [1, 0, 2, 3]);
+            return self.c.permute(self.c.cpy(rows, f)?, [1, 0, 2, 3]);
         }
         let es = vl.dtype.type_size();
         self.c.view_strided(
@@ -126,13 +120,13 @@ impl Block<'_> {
     }
 
     /// The output projection of an attention result.
-    pub fn attn_out(&mut self, l: &Layer, a: TensorId) -> Result<TensorId> {
+    pub fn attn_out(&self, l: &Layer, a: TensorId) -> Result<TensorId> {
         self.linear(l.wo, a, l.wo_b)
     }
 
     /// In the last layer of a last-position graph, the last rows of `a` and `b` (views);
     /// else both unchanged.
-    pub fn last_rows(&mut self, l: &Layer, a: TensorId, b: TensorId) -> Result<(TensorId, TensorId)> {
+    pub fn last_rows(&self, l: &Layer, a: TensorId, b: TensorId) -> Result<(TensorId, TensorId)> {
         if !self.last_only || l.index + 1 != self.hp.n_layer || self.n_tokens <= 1 {
             return Ok((a, b));
         }
@@ -142,7 +136,7 @@ impl Block<'_> {
     /// The gated feed-forward network on the normed input `h`: `glu` of the
     /// gate and up projections (one fused projection split in halves, or two),
     /// then the down projection.
-    pub fn ffn(&mut self, l: &Layer, h: TensorId, glu: GluOp) -> Result<TensorId> {
+    pub fn ffn(&self, l: &Layer, h: TensorId, glu: GluOp) -> Result<TensorId> {
         match l.ffn {
             Ffn::Gated { gate, up, down, b_gate, b_up, b_down } => {
                 let (g, u) = (self.linear(gate, h, b_gate)?, self.linear(up, h, b_up)?);
@@ -159,7 +153,7 @@ impl Block<'_> {
 }
 
 /// The last row of the 2-D tensor `t` (a view).
-fn last_row(c: &mut Context, t: TensorId) -> Result<TensorId> {
+fn last_row(c: &Context, t: TensorId) -> Result<TensorId> {
     let l = c.layout(t)?;
     c.view_2d(t, l.ne[0], 1, l.nb[1], (l.ne[1] as usize).saturating_sub(1) * l.nb[1])
 }
