@@ -124,33 +124,17 @@ impl DType {
         DType::TQ2_0,
     ];
 
-    /// The block-quantized types, in table order.
-    pub const QUANTIZED: [DType; 24] = [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q8_1,
-        DType::Q2_K,
-        DType::Q3_K,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-        DType::Q8_K,
-        DType::IQ4_NL,
-        DType::IQ4_XS,
-        DType::MXFP4,
-        DType::IQ1_S,
-        DType::IQ1_M,
-        DType::IQ2_XXS,
-        DType::IQ2_XS,
-        DType::IQ2_S,
-        DType::IQ3_XXS,
-        DType::IQ3_S,
-        DType::TQ1_0,
-        DType::TQ2_0,
-    ];
+    /// The block-quantized types, in table order (those of [`DType::ALL`]
+    /// after the eight plain types).
+    pub const QUANTIZED: [DType; 24] = {
+        let mut q = [DType::F32; 24];
+        let mut i = 0;
+        while i < q.len() {
+            q[i] = DType::ALL[DType::ALL.len() - q.len() + i];
+            i += 1;
+        }
+        q
+    };
 
     const fn traits(self) -> Traits {
         // name, ggml/GGUF id, values per block, bytes per block, alignment of the block struct

@@ -14,7 +14,7 @@ use crate::graph::Graph;
 use crate::layout::Layout;
 use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 use crate::plan::{Place, Plan};
-use crate::tensor::TensorId;
+use crate::tensor::{Tensor, TensorId};
 
 /// Where one storage root's bytes are during a compute: a backend address
 /// (`B`), their length, and whether the compute may write them.
@@ -111,7 +111,7 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
     for (step, &id) in run.graph.nodes().iter().enumerate() {
         let t = run.ctx.tensor(id)?;
         if t.op().is_compute() {
-            let dst = bind(run, id, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
+            let dst = bind(run, id, t, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
             node(k, run, t.op(), dst)?;
             k.node_done()?;
         }
@@ -126,7 +126,7 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
 
 /// One node's kernel: its operands bound by role.
 fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> Result<()> {
-    let src = |id: TensorId| bind(run, id, false).and_then(|(r, offs, l)| K::src(r, offs, l));
+    let src = |id: TensorId| bind(run, id, run.ctx.tensor(id)?, false).and_then(|(r, offs, l)| K::src(r, offs, l));
     let opt = |id: Option<TensorId>| id.map(src).transpose();
     match op {
         Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } => k.copy(op.name(), dst, src(a)?),
@@ -154,9 +154,8 @@ fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> R
     }
 }
 
-/// The region, byte offset and layout of tensor `id` during a compute.
-fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, write: bool) -> Result<(&'a Region<B>, usize, Layout)> {
-    let t = run.ctx.tensor(id)?;
+/// The region, byte offset and layout of tensor `id` (header `t`) during a compute.
+fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, t: &Tensor, write: bool) -> Result<(&'a Region<B>, usize, Layout)> {
     let root = t.view_src().unwrap_or(id);
     let r = run
         .regions

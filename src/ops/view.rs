@@ -11,7 +11,8 @@ impl Context {
     /// A header with `layout` over `src`'s storage, `offset` bytes past `src`'s
     /// start. Checks alignment, block alignment and that the strided extent
     /// lies inside the root storage.
-    fn view_tensor(&self, op: Op, src: TensorId, layout: Layout, offset: usize) -> Result<TensorId> {
+    fn view_tensor(&self, op: Op, layout: Layout, offset: usize) -> Result<TensorId> {
+        let src = *op.operands().first().ok_or_else(|| Error::internal("a view without a source"))?;
         let name = op.name();
         let s = self.tensor(src)?;
         let root = s.view_src.unwrap_or(src);
@@ -72,27 +73,27 @@ impl Context {
         let ts = dtype.type_size();
         let row = row_bytes("view_1d", dtype, ne0)?;
         let l = Layout { dtype, ne: [ne0, 1, 1, 1], nb: [ts, row, row, row], block_dim: 0 };
-        self.view_tensor(Op::View { src: a }, a, l, offset)
+        self.view_tensor(Op::View { src: a }, l, offset)
     }
     /// A 2-d window: rows of `ne0` values, `nb1` bytes apart (ggml's `view_2d`).
     pub fn view_2d(&self, a: TensorId, ne0: i64, ne1: i64, nb1: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb2 = mul("view_2d", nb1, ne1)?;
         let l = Layout { dtype, ne: [ne0, ne1, 1, 1], nb: [dtype.type_size(), nb1, nb2, nb2], block_dim: 0 };
-        self.view_tensor(Op::View { src: a }, a, l, offset)
+        self.view_tensor(Op::View { src: a }, l, offset)
     }
     /// A 3-d window (ggml's `view_3d`).
     pub fn view_3d(&self, a: TensorId, ne: [i64; 3], nb1: usize, nb2: usize, offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let nb3 = mul("view_3d", nb2, ne[2])?;
         let l = Layout { dtype, ne: [ne[0], ne[1], ne[2], 1], nb: [dtype.type_size(), nb1, nb2, nb3], block_dim: 0 };
-        self.view_tensor(Op::View { src: a }, a, l, offset)
+        self.view_tensor(Op::View { src: a }, l, offset)
     }
     /// A 4-d window with strides `nb1, nb2, nb3` (ggml's `view_4d`).
     pub fn view_4d(&self, a: TensorId, ne: [i64; 4], nb: [usize; 3], offset: usize) -> Result<TensorId> {
         let dtype = self.layout(a)?.dtype;
         let l = Layout { dtype, ne, nb: [dtype.type_size(), nb[0], nb[1], nb[2]], block_dim: 0 };
-        self.view_tensor(Op::View { src: a }, a, l, offset)
+        self.view_tensor(Op::View { src: a }, l, offset)
     }
     /// Any window: shape `ne`, all four strides `nb` (`nb[0]` may differ from the
     /// type size), `offset` bytes into `a`. Bounds-checked like every view.
@@ -102,7 +103,7 @@ impl Context {
             return Err(Error::view("view", format!("{dtype}: blocks along dim 0 must be packed (nb[0]={})", nb[0])));
         }
         // (views address dim 0 in blocks, whatever the source's block dim)
-        self.view_tensor(Op::View { src: a }, a, Layout { dtype, ne, nb, block_dim: 0 }, offset)
+        self.view_tensor(Op::View { src: a }, Layout { dtype, ne, nb, block_dim: 0 }, offset)
     }
 
     /// `a` with a new shape (1–4 dims); `a` must be contiguous and hold the same
@@ -125,7 +126,7 @@ impl Context {
             ));
         }
         let new = Layout::contiguous(l.dtype, ne4).map_err(|e| Error::shape("reshape", e.to_string()))?;
-        self.view_tensor(Op::Reshape { src: a }, a, new, 0)
+        self.view_tensor(Op::Reshape { src: a }, new, 0)
     }
     /// [`Context::reshape`] to 1 dim.
     pub fn reshape_1d(&self, a: TensorId, ne0: i64) -> Result<TensorId> {
@@ -174,7 +175,7 @@ impl Context {
         if l.dtype.is_quantized() {
             out.block_dim = axes[l.block_dim];
         }
-        self.view_tensor(op, a, out, 0)
+        self.view_tensor(op, out, 0)
     }
 
     /// Broadcasts `a` to shape `ne` without copying: dims where `a` has size 1
@@ -199,7 +200,7 @@ impl Context {
             out.ne[i] = ne[i];
             out.nb[i] = 0;
         }
-        self.view_tensor(Op::Expand { src: a }, a, out, 0)
+        self.view_tensor(Op::Expand { src: a }, out, 0)
     }
 }
 

@@ -74,34 +74,24 @@ pub use act::quantize_activations;
 pub(crate) use common::DotFn;
 pub use common::{vec_dot_type, SimdLevel};
 
-/// The weight types `mul_mat` takes, each with a dot kernel for its partner.
-pub const WEIGHT_TYPES: [DType; 25] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::MXFP4,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::TQ1_0,
-    DType::TQ2_0,
-];
+/// The weight types `mul_mat` takes, each with a dot kernel for its partner:
+/// F32, F16, BF16 and the block types but the activation-only Q8_1 and Q8_K,
+/// in table order.
+pub const WEIGHT_TYPES: [DType; 25] = {
+    let mut w = [DType::F32; 25];
+    let (mut i, mut n) = (0, 0);
+    while i < DType::ALL.len() {
+        let d = DType::ALL[i];
+        let plain = matches!(d, DType::F64 | DType::I8 | DType::I16 | DType::I32 | DType::I64);
+        if !plain && !matches!(d, DType::Q8_1 | DType::Q8_K) {
+            w[n] = d; // a 26th type is a compile error: the length above must change with it
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == w.len(), "WEIGHT_TYPES misses a type");
+    w
+};
 
 /// The dot-product kernel for one weight type at one [`SimdLevel`].
 #[derive(Clone, Copy, Debug)]

@@ -10,7 +10,7 @@
 //! every activation row of the batch.
 
 use super::copy;
-use super::mem::{Exec, SharedBytes, Strided, StridedMut};
+use super::mem::{Exec, FirstError, SharedBytes, Strided, StridedMut};
 use crate::error::Result;
 use crate::host::HostBuffer;
 use crate::layout::Layout;
@@ -56,7 +56,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
     };
-    let failed = std::sync::Mutex::new(None);
+    let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
         for item in items {
@@ -84,10 +84,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                         Some(g) => t.run_packed(k, g, sub.len(), acts, &mut out, sub.len()),
                         None => t.run(k, &w[..sub.len()], acts, &mut out, sub.len()),
                     };
-                    if let Err(e) = run {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(e);
-                        }
+                    if run.is_err() {
+                        failed.keep(run);
                         return;
                     }
                     for (i1, vals) in out.chunks_exact(sub.len()).enumerate() {
@@ -120,10 +118,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
             }
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(()),
-    }
+    failed.into_result()
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
@@ -145,7 +140,7 @@ pub(super) fn repack(
     let groups = m.div_ceil(mr);
     let mut out = HostBuffer::zeroed(groups * gs)?;
     let shared = SharedBytes::new(out.as_bytes_mut());
-    let failed = std::sync::Mutex::new(None);
+    let failed = FirstError::default();
     ex.for_ranges(groups, gs, |range| {
         for g in range {
             let rows: Option<Vec<&[u8]>> =
@@ -159,15 +154,10 @@ pub(super) fn repack(
                 }
                 (_, None) => Err(crate::error::Error::internal("a packed group outside its buffer")),
             };
-            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
-                f.get_or_insert(e);
-            }
+            failed.keep(res);
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(Some(out)),
-    }
+    failed.into_result().map(|()| Some(out))
 }
 
 /// Every activation row (`brow` bytes of the dot partner each, in `acts`)
@@ -177,7 +167,7 @@ fn prepare(ex: &Exec, t: tile::TileKernel, k: usize, acts: &[u8], brow: usize) -
     let rows = acts.len().checked_div(brow).unwrap_or(0);
     let mut out = HostBuffer::zeroed(prow * rows)?;
     let shared = SharedBytes::new(out.as_bytes_mut());
-    let failed = std::sync::Mutex::new(None);
+    let failed = FirstError::default();
     ex.for_ranges(rows, k, |range| {
         for r in range {
             // SAFETY: only this thread writes row r's `prow` bytes, and `out` outlives the loop.
@@ -185,15 +175,10 @@ fn prepare(ex: &Exec, t: tile::TileKernel, k: usize, acts: &[u8], brow: usize) -
                 Some(dst) => t.prepare(&acts[r * brow..(r + 1) * brow], dst),
                 None => Err(crate::error::Error::internal("a prepared row outside its buffer")),
             };
-            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
-                f.get_or_insert(e);
-            }
+            failed.keep(res);
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(out),
-    }
+    failed.into_result().map(|()| out)
 }
 
 /// `t` itself when its rows are packed whole blocks, else a packed copy in `tmp`.
@@ -216,7 +201,7 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
     let rows = b.l.nrows() as usize;
     let mut out = HostBuffer::zeroed(brow * rows)?;
     let shared = SharedBytes::new(out.as_bytes_mut());
-    let failed = std::sync::Mutex::new(None);
+    let failed = FirstError::default();
     ex.for_ranges(rows, k, |range| {
         let mut row = vec![0f32; k];
         let one = Exec { pool: None };
@@ -230,15 +215,10 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
                         dst.ok_or_else(|| crate::error::Error::internal("an activation row outside its buffer"))?;
                     dot::quantize_activations(wt, &row, dst)
                 });
-            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
-                f.get_or_insert(e);
-            }
+            failed.keep(res);
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(out),
-    }
+    failed.into_result().map(|()| out)
 }
 
 /// F32 weights and a batch of rows: a blocked GEMM per matrix (the `gemm`

@@ -265,6 +265,26 @@ impl Scalar {
     }
 }
 
+/// Keeps the first error raised inside a parallel loop.
+#[derive(Default)]
+pub(crate) struct FirstError(std::sync::Mutex<Option<Error>>);
+
+impl FirstError {
+    /// Keeps `r`'s error unless one is kept already.
+    pub(crate) fn keep(&self, r: Result<()>) {
+        if let (Err(e), Ok(mut slot)) = (r, self.0.lock()) {
+            slot.get_or_insert(e);
+        }
+    }
+    /// The kept error, if any.
+    pub(crate) fn into_result(self) -> Result<()> {
+        match self.0.into_inner() {
+            Ok(Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Work below this many element-operations runs on the calling thread: waking
 /// the pool costs more than it saves.
 pub(crate) const PARALLEL_MIN_WORK: usize = 1 << 15;

@@ -1,16 +1,14 @@
 //! `get_rows`: each output row is a copy (dequantized or converted) of the
 //! source row its index names; indices are checked as they are read.
 
-use std::sync::Mutex;
-
 use super::copy;
-use super::mem::{unravel_row, Exec, Strided, StridedMut};
+use super::mem::{unravel_row, Exec, FirstError, Strided, StridedMut};
 use crate::error::{Error, Result};
 
 /// `dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]`.
 pub(crate) fn get_rows(ex: &Exec, dst: StridedMut, a: Strided, idx: Strided) -> Result<()> {
     let n_rows = a.l.ne[1];
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    let failed = FirstError::default();
     let ne = dst.l.ne;
     let nb = idx.l.nb;
     ex.for_ranges(dst.l.nrows() as usize, ne[0] as usize, |rows| {
@@ -30,15 +28,10 @@ pub(crate) fn get_rows(ex: &Exec, dst: StridedMut, a: Strided, idx: Strided) -> 
             } else {
                 Err(Error::Invalid(format!("get_rows: index {row} is outside the {n_rows} rows of the source")))
             };
-            if let (Err(e), Ok(mut f)) = (r, failed.lock()) {
-                f.get_or_insert(e);
-            }
+            failed.keep(r);
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(()),
-    }
+    failed.into_result()
 }
 
 /// `dst[:, idx[i1, i2, i3], i2, i3] = b[:, i1, i2, i3]` (dst is the destination's view).
@@ -65,18 +58,13 @@ pub(crate) fn set_rows(ex: &Exec, dst: StridedMut, b: Strided, idx: Strided) -> 
     if seen.windows(2).any(|w| w[0] == w[1]) {
         return Err(Error::Invalid("set_rows: two rows are written to the same place".into()));
     }
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    let failed = FirstError::default();
     ex.for_ranges(targets.len(), ne[0] as usize, |rows| {
         let one = Exec { pool: None };
         for r in rows {
             let res = copy::copy(&one, "set_rows", dst.row_tensor(targets[r]), b.row_tensor(r as i64));
-            if let (Err(e), Ok(mut f)) = (res, failed.lock()) {
-                f.get_or_insert(e);
-            }
+            failed.keep(res);
         }
     });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(()),
-    }
+    failed.into_result()
 }

@@ -3,35 +3,15 @@
 //! any other layout (a transposed or permuted quantized tensor, a reshaping
 //! `cpy`) goes block by block through a packed f32 copy in logical order.
 
-use std::sync::Mutex;
-
 use super::plain;
-use crate::backend::cpu::mem::{Exec, Strided, StridedMut};
-use crate::error::{Error, Result};
+use crate::backend::cpu::mem::{Exec, FirstError, Strided, StridedMut};
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::quant;
 
 /// True if `t`'s rows are runs of whole packed blocks (or packed plain elements).
 fn rows_packed(l: &Layout) -> bool {
     (!l.dtype.is_quantized() || l.block_dim == 0) && (l.nb[0] == l.dtype.type_size() || l.units0() <= 1)
-}
-
-/// Keeps the first error raised inside a parallel loop.
-#[derive(Default)]
-struct FirstError(Mutex<Option<Error>>);
-
-impl FirstError {
-    fn keep(&self, r: Result<()>) {
-        if let (Err(e), Ok(mut slot)) = (r, self.0.lock()) {
-            slot.get_or_insert(e);
-        }
-    }
-    fn into_result(self) -> Result<()> {
-        match self.0.into_inner() {
-            Ok(Some(e)) => Err(e),
-            _ => Ok(()),
-        }
-    }
 }
 
 /// Copies `src` into `dst` (same element count, logical order) when either is quantized.
