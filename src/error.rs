@@ -97,6 +97,16 @@ pub enum Error {
         /// Where it was found.
         location: &'static std::panic::Location<'static>,
     },
+    /// A CUDA driver or cuBLAS call failed during a run; the library's own
+    /// error (`cudarc`'s `DriverError` or `CublasError`) is the source.
+    #[error("CUDA {what}: {source}")]
+    Cuda {
+        /// The call that failed.
+        what: String,
+        /// The driver's or library's error, of its own type.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A backend or library that is not present on this machine.
     #[error("{what} is not available: {why}")]
     Unavailable {

@@ -91,6 +91,39 @@ impl Layout {
         }
     }
 
+    /// Storage units along every dim (see [`Layout::units`]).
+    pub fn unit_counts(&self) -> [usize; 4] {
+        [0, 1, 2, 3].map(|d| self.units(d).max(0) as usize)
+    }
+    /// Unit index (blocks along the block dim, else elements) of the `k`-th
+    /// storage unit in logical order.
+    #[inline]
+    pub fn unit_index(&self, k: usize) -> [usize; 4] {
+        let u = self.unit_counts();
+        [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])]
+    }
+    /// Byte offset of the storage unit at unit index `u`.
+    #[inline]
+    pub fn unit_offset(&self, u: [usize; 4]) -> usize {
+        u[0] * self.nb[0] + u[1] * self.nb[1] + u[2] * self.nb[2] + u[3] * self.nb[3]
+    }
+    /// `(i1, i2, i3)` of the row with linear index `r` over dims 1..4.
+    #[inline(always)]
+    pub fn row_index(&self, r: i64) -> [i64; 3] {
+        let t = r / self.ne[1];
+        [r % self.ne[1], t % self.ne[2], t / self.ne[2]]
+    }
+    /// Byte offset of the first byte of row `(i1, i2, i3)`.
+    #[inline(always)]
+    pub fn row_start(&self, [i1, i2, i3]: [i64; 3]) -> usize {
+        i1 as usize * self.nb[1] + i2 as usize * self.nb[2] + i3 as usize * self.nb[3]
+    }
+    /// Byte offset of the first byte of the row with linear index `r`.
+    #[inline(always)]
+    pub fn row_offset(&self, r: i64) -> usize {
+        self.row_start(self.row_index(r))
+    }
+
     /// The byte extent `[0, nbytes)` the tensor touches from its start (ggml's
     /// `ggml_nbytes`), `None` if it overflows. 0 for an empty tensor.
     pub fn checked_nbytes(&self) -> Option<usize> {
@@ -258,17 +291,8 @@ impl Layout {
 
     /// Start byte of every element (block) in logical order, plus `base`.
     fn unit_offsets(&self, base: usize) -> Vec<usize> {
-        let u = [0, 1, 2, 3].map(|d| self.units(d) as usize);
-        let mut out = Vec::with_capacity(u.iter().product());
-        for i3 in 0..u[3] {
-            for i2 in 0..u[2] {
-                for i1 in 0..u[1] {
-                    let row = base + i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3];
-                    out.extend((0..u[0]).map(|i0| row + i0 * self.nb[0]));
-                }
-            }
-        }
-        out
+        let n = self.unit_counts().iter().product();
+        (0..n).map(|k| base + self.unit_offset(self.unit_index(k))).collect()
     }
 }
 

@@ -141,3 +141,26 @@ fn pairwise_overlap() {
     qt.block_dim = 1;
     assert!(q.same_places(&q) && !q.same_places(&qt));
 }
+
+#[test]
+fn row_and_unit_indices() {
+    // a permuted F32 view: dims 1 and 2 swapped
+    let p = l(DType::F32, [3, 5, 4, 2], [4, 48, 12, 240]);
+    let mut r = 0;
+    for i3 in 0..2 {
+        for i2 in 0..4 {
+            for i1 in 0..5 {
+                assert_eq!(p.row_index(r), [i1, i2, i3]);
+                assert_eq!(p.row_offset(r), p.offset_of([0, i1, i2, i3]));
+                r += 1;
+            }
+        }
+    }
+    // a Q4_0 tensor blocked along dim 1 (transposed rows of blocks): unit k
+    // walks dim 0 fastest, and dim 1 counts blocks of 32 values
+    let q = Layout { dtype: DType::Q4_0, ne: [3, 64, 2, 1], nb: [36, 18, 108, 216], block_dim: 1 };
+    assert_eq!(q.unit_counts(), [3, 2, 2, 1]);
+    let starts: Vec<usize> = (0..12).map(|k| q.unit_offset(q.unit_index(k))).collect();
+    assert_eq!(starts, [0, 36, 72, 18, 54, 90, 108, 144, 180, 126, 162, 198]);
+    assert_eq!(q.unit_offset(q.unit_index(4)), q.offset_of([1, 32, 0, 0]));
+}

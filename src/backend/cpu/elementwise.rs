@@ -108,7 +108,7 @@ where
     let packed = f32s && dst.packed_rows() && a.packed_rows() && b.packed_rows();
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
-            let [i1, i2, i3] = super::mem::unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
             let d = dst.row(i1, i2, i3);
             let x = a.row(i1, i2, i3);
             let y = b.row(i1 % bne[1], i2 % bne[2], i3 % bne[3]);
@@ -185,7 +185,7 @@ where
     let (dn, an) = (dst.l.nb[0], a.l.nb[0]);
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
-            let [i1, i2, i3] = super::mem::unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
             let (d, x) = (dst.row(i1, i2, i3), a.row(i1, i2, i3));
             // SAFETY: row (i1,i2,i3) exists in both; this thread alone writes it.
             unsafe {

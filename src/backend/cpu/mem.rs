@@ -66,14 +66,12 @@ macro_rules! strided {
             /// First byte of row `(i1, i2, i3)`.
             #[inline(always)]
             pub(crate) fn row(&self, i1: i64, i2: i64, i3: i64) -> $ptr {
-                let nb = &self.l.nb;
-                self.ptr.wrapping_add(i1 as usize * nb[1] + i2 as usize * nb[2] + i3 as usize * nb[3])
+                self.ptr.wrapping_add(self.l.row_start([i1, i2, i3]))
             }
             /// First byte of the row with linear index `r` (over dims 1..4).
             #[inline(always)]
             pub(crate) fn row_at(&self, r: i64) -> $ptr {
-                let [i1, i2, i3] = unravel_row(r, &self.l.ne);
-                self.row(i1, i2, i3)
+                self.ptr.wrapping_add(self.l.row_offset(r))
             }
             /// Row `r` as a one-row tensor.
             pub(crate) fn row_tensor(&self, r: i64) -> $name {
@@ -183,14 +181,6 @@ pub(crate) fn fill(base: *mut u8, len: usize, offset: usize, n: usize, byte: u8)
         // outlives the compute; no kernel runs while the executor fills it.
         unsafe { base.add(offset).write_bytes(byte, n) }
     }
-}
-
-/// `(i1, i2, i3)` of the row with linear index `r`.
-#[inline(always)]
-pub(crate) fn unravel_row(r: i64, ne: &[i64; 4]) -> [i64; 3] {
-    let i1 = r % ne[1];
-    let t = r / ne[1];
-    [i1, t % ne[2], t / ne[2]]
 }
 
 /// The plain element types the CPU kernels load and store (as f32).

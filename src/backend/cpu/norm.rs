@@ -4,7 +4,7 @@
 //! scatters it to the destination, so any strides and types work and a
 //! destination equal to its source (in place) is read before it is written.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
+use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::{Error, Result};
 
 /// Reads the `buf.len()` values of the row at `p` (element stride `nb0`) as f32.
@@ -95,7 +95,7 @@ where
             let (mut x, mut y) = (vec![0f32; n], vec![0f32; n]);
             let mut state = init();
             for r in rows {
-                let [i1, i2, i3] = unravel_row(r as i64, &ne);
+                let [i1, i2, i3] = a.l.row_index(r as i64);
                 // SAFETY: row (i1, i2, i3) exists in both tensors (same shape) and
                 // lies in its buffer; this thread alone owns that row of dst, and a
                 // dst equal to `a` (in place) is fully read before it is written.

@@ -1,6 +1,6 @@
 //! Reductions over dim 0.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
+use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
 
 /// `dst[0, i1, i2, i3] = Σ_i0 a[i0, i1, i2, i3]`, accumulated in f64 like ggml.
@@ -10,7 +10,7 @@ pub(crate) fn sum_rows(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
     let (ne0, an) = (ne[0] as usize, a.l.nb[0]);
     ex.for_ranges(a.l.nrows() as usize, ne0, |rows| {
         for r in rows {
-            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = a.l.row_index(r as i64);
             let x = a.row(i1, i2, i3);
             let mut acc = 0f64;
             // SAFETY: row (i1,i2,i3) of a holds ne0 elements at stride an; the

@@ -2,7 +2,7 @@
 //! source row its index names; indices are checked as they are read.
 
 use super::copy;
-use super::mem::{unravel_row, Exec, FirstError, Strided, StridedMut};
+use super::mem::{Exec, FirstError, Strided, StridedMut};
 use crate::error::{Error, Result};
 
 /// `dst[:, i1, i2, i3] = a[:, idx[i1, i2, i3], i2, i3]`.
@@ -14,7 +14,7 @@ pub(crate) fn get_rows(ex: &Exec, dst: StridedMut, a: Strided, idx: Strided) -> 
     ex.for_ranges(dst.l.nrows() as usize, ne[0] as usize, |rows| {
         let one = Exec { pool: None };
         for r in rows {
-            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
             let at = idx.ptr().wrapping_add(i1 as usize * nb[0] + i2 as usize * nb[1] + i3 as usize * nb[2]);
             // SAFETY: (i1, i2, i3) < (b.ne0, b.ne1, b.ne2): an aligned I32 element of the index tensor.
             let row = i64::from(unsafe { at.cast::<i32>().read() });
@@ -42,7 +42,7 @@ pub(crate) fn set_rows(ex: &Exec, dst: StridedMut, b: Strided, idx: Strided) -> 
     // every index is read and checked first: two rows to one place would race
     let mut targets = Vec::with_capacity(b.l.nrows() as usize);
     for r in 0..b.l.nrows() {
-        let [i1, i2, i3] = unravel_row(r, &ne);
+        let [i1, i2, i3] = b.l.row_index(r);
         let at = idx.ptr().wrapping_add(i1 as usize * nb[0] + i2 as usize * nb[1] + i3 as usize * nb[2]);
         // SAFETY: (i1, i2, i3) < (idx.ne0, idx.ne1, idx.ne2): an aligned I32 element of the index tensor.
         let row = i64::from(unsafe { at.cast::<i32>().read() });

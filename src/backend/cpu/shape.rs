@@ -1,7 +1,7 @@
 //! `concat` and `repeat`: values copied bit for bit (no conversion) from any
 //! strided source into a contiguous result, split across threads by rows.
 
-use super::mem::{unravel_row, Exec, Scalar, Strided, StridedMut};
+use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 
@@ -48,7 +48,7 @@ pub(crate) fn concat(ex: &Exec, dim: usize, dst: StridedMut, a: Strided, b: Stri
     let dnb0 = dst.l.nb[0];
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
-            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
             let d = dst.row(i1, i2, i3);
             // SAFETY: dst is a fresh tensor of shape ne (this thread alone writes
             // row r); a and b hold the rows addressed below because they agree
@@ -91,7 +91,7 @@ pub(crate) fn repeat(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
     let dnb0 = dst.l.nb[0];
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
-            let [i1, i2, i3] = unravel_row(r as i64, &ne);
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
             let d = dst.row(i1, i2, i3);
             let s = a.row(i1 % ane[1], i2 % ane[2], i3 % ane[3]);
             for k in 0..ne0 / an0 {

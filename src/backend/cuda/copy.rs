@@ -5,7 +5,7 @@
 use cudarc::driver::{CudaSlice, DevicePtrMut};
 
 use super::device::Device;
-use super::launch::{cuda_err, flat, launch, Bound};
+use super::launch::{cuda_err, flat, launch, Bound, BoundMut};
 use super::{fast, quant};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -30,7 +30,7 @@ pub(crate) fn to_f32_into(dev: &Device, dst: u64, src: &Bound) -> Result<Layout>
 
 /// `cont`/`dup`/`cpy`: element `i` of `dst` in logical order takes element `i`
 /// of `src` (block types through [`quant::copy`]).
-pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
+pub(crate) fn copy(dev: &Device, dst: BoundMut, src: Bound) -> Result<()> {
     let n = dst.l.nelements();
     if n != src.l.nelements() {
         return Err(Error::internal(format!("copy of {:?} into {:?}", src.l.ne, dst.l.ne)));

@@ -9,7 +9,7 @@
 use cudarc::driver::LaunchConfig;
 
 use super::device::Device;
-use super::launch::{flat, launch, Bound};
+use super::launch::{flat, launch, Bound, BoundMut};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;
@@ -120,7 +120,7 @@ fn rows_aligned16(l: &Layout) -> bool {
 /// tiled over the rows by modulo. `float4`s when `ne0 % 4 == 0` and every
 /// row start of dst, `a` and (unless it has one value per row) `b` is
 /// 16-byte aligned.
-pub(crate) fn row_plan(dst: &Bound, a: &Bound, b: &Bound) -> Option<RowPlan> {
+pub(crate) fn row_plan(dst: &BoundMut, a: &Bound, b: &Bound) -> Option<RowPlan> {
     let (d, la, lb) = (&dst.l, &a.l, &b.l);
     let f32s = [d, la, lb].iter().all(|l| l.dtype == DType::F32);
     if !f32s || d.ne != la.ne || d.is_empty() || lb.is_empty() {
@@ -155,7 +155,7 @@ pub(crate) fn row_plan(dst: &Bound, a: &Bound, b: &Bound) -> Option<RowPlan> {
 }
 
 /// Same-type copy of two packed tensors: vectors of up to 16 bytes.
-pub(crate) fn copy_packed(dev: &Device, dst: &Bound, src: &Bound) -> Result<()> {
+pub(crate) fn copy_packed(dev: &Device, dst: &BoundMut, src: &Bound) -> Result<()> {
     let nbytes = dst.l.nbytes().min(src.l.nbytes()) as i64;
     let v = vec_plan(dst.ptr, 1, src.ptr, 1, nbytes, &[16, 8, 4, 2, 1]);
     let (cfg, head, nvec) = (flat(v.items(nbytes)), v.head, v.nvec);
@@ -171,7 +171,7 @@ pub(crate) fn copy_packed(dev: &Device, dst: &Bound, src: &Bound) -> Result<()> 
 
 /// Packed F32 into packed F16/BF16 or back (any `n`): vectors of 4 or 2
 /// values, scalar head and tail. False (nothing launched) for other pairs.
-pub(crate) fn convert_packed(dev: &Device, dst: &Bound, src: &Bound) -> Result<bool> {
+pub(crate) fn convert_packed(dev: &Device, dst: &BoundMut, src: &Bound) -> Result<bool> {
     let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
     let (dt, st) = (dst.l.dtype, src.l.dtype);
     let to_half = st == DType::F32 && half(dt);
@@ -202,7 +202,7 @@ pub(crate) fn convert_packed(dev: &Device, dst: &Bound, src: &Bound) -> Result<b
 }
 
 /// The tiled transposing copy (see [`transpose_dim`] for when it applies).
-pub(crate) fn copy_transposed(dev: &Device, dst: &Bound, src: &Bound, k: usize) -> Result<()> {
+pub(crate) fn copy_transposed(dev: &Device, dst: &BoundMut, src: &Bound, k: usize) -> Result<()> {
     let (cfg, p, q) = transpose_launch(dst.l.ne, k);
     launch!(dev, "copy", "rg_copy_transpose", cfg;
         dst.ptr, dst.p("cpy")?, src.ptr, src.p("cpy")?, k as i32, p as i32, q as i32);
@@ -212,9 +212,9 @@ pub(crate) fn copy_transposed(dev: &Device, dst: &Bound, src: &Bound, k: usize) 
 /// The F32 binary fast paths: packed operands of one shape (`float4`s when
 /// aligned), else rows with the broadcast operand ([`row_plan`]). False
 /// (nothing launched) when neither applies.
-pub(crate) fn binary(dev: &Device, code: i32, dst: &Bound, a: &Bound, b: &Bound) -> Result<bool> {
+pub(crate) fn binary(dev: &Device, code: i32, dst: &BoundMut, a: &Bound, b: &Bound) -> Result<bool> {
     let n = dst.l.nelements();
-    let packed = [dst, a, b].iter().all(|t| t.l.dtype == DType::F32 && t.l.is_contiguous());
+    let packed = [&dst.l, &a.l, &b.l].iter().all(|l| l.dtype == DType::F32 && l.is_contiguous());
     if packed && a.l.ne == dst.l.ne && b.l.ne == dst.l.ne {
         if aligned16(&[dst.ptr, a.ptr, b.ptr]) {
             let cfg = flat(n - n / 4 * 3);
@@ -238,8 +238,8 @@ pub(crate) fn binary(dev: &Device, code: i32, dst: &Bound, a: &Bound, b: &Bound)
 
 /// The packed F32 unary/scale fast path (`float4`s when aligned). False
 /// (nothing launched) unless dst and `a` are packed F32 of one shape.
-pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: &Bound, a: &Bound) -> Result<bool> {
-    let packed = [dst, a].iter().all(|t| t.l.dtype == DType::F32 && t.l.is_contiguous());
+pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: &BoundMut, a: &Bound) -> Result<bool> {
+    let packed = [&dst.l, &a.l].iter().all(|l| l.dtype == DType::F32 && l.is_contiguous());
     if !packed || a.l.ne != dst.l.ne {
         return Ok(false);
     }
@@ -368,8 +368,8 @@ mod tests {
         assert_eq!(cfg.grid_dim, (1, 65535, 65535));
     }
 
-    fn bound(ptr: u64, l: Layout) -> Bound {
-        Bound { ptr, l }
+    fn bound<A>(ptr: u64, l: Layout) -> Bound<A> {
+        Bound::at(ptr, l)
     }
 
     /// Every element of every row covered exactly once by the row kernel's

@@ -73,7 +73,7 @@ pub fn module_source(name: &str) -> Result<String> {
     let (_, src) = MODULES
         .iter()
         .find(|(n, _)| *n == file)
-        .ok_or_else(|| Error::Invalid(format!("no CUDA kernel module named {name:?}")))?;
+        .ok_or_else(|| Error::internal(format!("no CUDA kernel module named {name:?}")))?;
     let headers: String = HEADERS
         .iter()
         .filter(|h| h.modules.contains(&file))

@@ -3,6 +3,8 @@
 //! configurations, and the driver-error conversions. The op modules build on
 //! this and nothing above it.
 
+use std::marker::PhantomData;
+
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::kernels::{KRope, KTensor};
@@ -19,22 +21,43 @@ unsafe impl DeviceRepr for KRope {}
 /// block reductions in the prelude rely on it).
 const BLOCK: u32 = 256;
 
-/// A driver error during a run, as an [`Error::Invalid`] naming the step.
+/// A driver error during a run, as an [`Error::Cuda`] naming the step.
 pub(crate) fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Invalid(format!("CUDA {what}: {e:?}"))
+    move |e| Error::Cuda { what: what.into(), source: Box::new(e) }
 }
+
+/// What a kernel may do through a [`Bound`] operand: read only.
+#[derive(Debug)]
+pub(crate) enum Read {}
+/// What a kernel may do through a [`Bound`] operand: write (and read).
+#[derive(Debug)]
+pub(crate) enum Write {}
 
 /// One operand on the device: the address of its first byte and its layout.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Bound {
+/// `Bound` (the default, [`Read`]) is a source; [`BoundMut`] is the one
+/// operand a kernel writes, so a source cannot be passed where the
+/// destination goes.
+#[derive(Debug)]
+pub(crate) struct Bound<A = Read> {
     pub ptr: u64,
     pub l: Layout,
+    access: PhantomData<A>,
 }
 
-impl Bound {
+/// The destination of a kernel.
+pub(crate) type BoundMut = Bound<Write>;
+
+impl<A> Clone for Bound<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for Bound<A> {}
+
+impl<A> Bound<A> {
     /// The tensor at `offs` bytes into a region of `len` bytes at `base`;
     /// errors unless its whole extent lies inside the region.
-    pub fn new(base: u64, len: usize, offs: usize, l: Layout) -> Result<Bound> {
+    pub fn new(base: u64, len: usize, offs: usize, l: Layout) -> Result<Self> {
         if offs.checked_add(l.nbytes()).is_none_or(|e| e > len) {
             return Err(Error::internal(format!("{}+{} bytes outside a {len}-byte region", offs, l.nbytes())));
         }
@@ -44,7 +67,15 @@ impl Bound {
         if !l.is_empty() && (!ptr.is_multiple_of(align) || !strides_aligned) {
             return Err(Error::Unsupported { op: "cuda (misaligned view)", dtype: l.dtype });
         }
-        Ok(Bound { ptr, l })
+        Ok(Bound::at(ptr, l))
+    }
+    /// The operand at device address `ptr` (a scratch buffer the caller owns).
+    pub(crate) fn at(ptr: u64, l: Layout) -> Self {
+        Bound { ptr, l, access: PhantomData }
+    }
+    /// The same bytes as a source (a kernel reading what an earlier one wrote).
+    pub(crate) fn as_src(&self) -> Bound {
+        Bound::at(self.ptr, self.l)
     }
     /// The kernel view of any type the kernels know (block types included:
     /// only `get_rows` and the F32 conversion read those).

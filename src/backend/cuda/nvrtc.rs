@@ -96,7 +96,7 @@ pub fn compile_cubin(module: &str, sm: &str) -> Result<Vec<u8>> {
     use cudarc::nvrtc::{result, sys};
     cached(cubin_cache(), module, sm, "sm_", |src| {
         let c_src =
-            std::ffi::CString::new(src).map_err(|_| Error::Invalid(format!("kernels/{module}.cu holds a NUL")))?;
+            std::ffi::CString::new(src).map_err(|_| Error::internal(format!("kernels/{module}.cu holds a NUL")))?;
         let c_name = std::ffi::CString::new(format!("{module}.cu")).map_err(|_| poisoned())?;
         let prog = result::create_program(&c_src, Some(&c_name))
             .map_err(|e| Error::Invalid(format!("NVRTC create for kernels/{module}.cu: {e:?}")))?;

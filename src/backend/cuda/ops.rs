@@ -5,14 +5,15 @@
 use super::device::Device;
 use super::fast;
 use super::kernels::{self, alibi_params, glu_code, KRope};
-use super::launch::{flat, launch, per_row, Bound};
+use super::launch::{flat, launch, per_row, Bound, BoundMut};
 use crate::backend::exec::SoftMax;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::op::{BinaryOp, GluOp, RopeParams};
 
 /// `dst = a op b`, `b` tiled over `a`.
-pub(crate) fn binary(dev: &Device, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+pub(crate) fn binary(dev: &Device, op: BinaryOp, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
     let code = match op {
         BinaryOp::Add => kernels::BINARY_ADD,
         BinaryOp::Sub => kernels::BINARY_SUB,
@@ -28,7 +29,7 @@ pub(crate) fn binary(dev: &Device, op: BinaryOp, dst: Bound, a: Bound, b: Bound)
 }
 
 /// `dst = f(a)` for a unary op code (`param`: the factor of `scale`).
-pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: Bound, a: Bound) -> Result<()> {
+pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: BoundMut, a: Bound) -> Result<()> {
     if !fast::unary(dev, code, param, &dst, &a)? {
         let n = dst.l.nelements();
         launch!(dev, "unary", "rg_unary", flat(n); code, param, dst.ptr, dst.p("unary")?, a.ptr, a.p("unary")?, n);
@@ -37,7 +38,7 @@ pub(crate) fn unary(dev: &Device, code: i32, param: f32, dst: Bound, a: Bound) -
 }
 
 /// `dst = f(a) * b`, all of one shape.
-pub(crate) fn glu(dev: &Device, op: GluOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+pub(crate) fn glu(dev: &Device, op: GluOp, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
     if a.l.ne != dst.l.ne || b.l.ne != dst.l.ne {
         return Err(Error::internal(format!("{} of {:?} and {:?} into {:?}", op.name(), a.l.ne, b.l.ne, dst.l.ne)));
     }
@@ -48,14 +49,14 @@ pub(crate) fn glu(dev: &Device, op: GluOp, dst: Bound, a: Bound, b: Bound) -> Re
 }
 
 /// `dst[.., 0] = Σ a[.., i0]`.
-pub(crate) fn sum_rows(dev: &Device, dst: Bound, a: Bound) -> Result<()> {
+pub(crate) fn sum_rows(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     launch!(dev, "reduce", "rg_sum_rows", per_row(a.l.nrows(), 0)?;
         dst.ptr, dst.p("sum_rows")?, a.ptr, a.p("sum_rows")?);
     Ok(())
 }
 
 /// `rms_norm` (`rms`) or `norm` of each row.
-pub(crate) fn norm(dev: &Device, rms: bool, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+pub(crate) fn norm(dev: &Device, rms: bool, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
     let rows = per_row(a.l.nrows(), 0)?;
     if rms {
         launch!(dev, "norm", "rg_rms_norm", rows; eps, dst.ptr, dst.p("rms_norm")?, a.ptr, a.p("rms_norm")?);
@@ -66,7 +67,7 @@ pub(crate) fn norm(dev: &Device, rms: bool, eps: f32, dst: Bound, a: Bound) -> R
 }
 
 /// Row softmax of `a*scale + slope*mask`.
-pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: Bound, a: Bound, mask: Option<Bound>) -> Result<()> {
+pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: BoundMut, a: Bound, mask: Option<Bound>) -> Result<()> {
     let (scale, (nhl2, m0, m1)) = (p.scale, alibi_params(a.l.ne[2], p.max_bias));
     let (mp, mk) = match mask {
         Some(m) => (m.ptr, m.p("soft_max")?),
@@ -79,14 +80,14 @@ pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: Bound, a: Bound, mask: Opt
 }
 
 /// Elements past the causal diagonal set to `-inf`.
-pub(crate) fn diag_mask_inf(dev: &Device, n_past: i32, dst: Bound, a: Bound) -> Result<()> {
+pub(crate) fn diag_mask_inf(dev: &Device, n_past: i32, dst: BoundMut, a: Bound) -> Result<()> {
     launch!(dev, "softmax", "rg_diag_mask_inf", flat(a.l.nelements());
         n_past, dst.ptr, dst.p("diag_mask_inf")?, a.ptr, a.p("diag_mask_inf")?, a.l.nelements());
     Ok(())
 }
 
 /// Rows of `table` at the I32 `index`; a bad index sets the flag at `err_ptr`.
-pub(crate) fn get_rows(dev: &Device, dst: Bound, table: Bound, index: Bound, err_ptr: u64) -> Result<()> {
+pub(crate) fn get_rows(dev: &Device, dst: BoundMut, table: Bound, index: Bound, err_ptr: u64) -> Result<()> {
     check_index(&index, "get_rows")?;
     launch!(dev, "rows", "rg_get_rows", per_row(dst.l.nrows(), 0)?;
         dst.ptr, dst.p("get_rows")?, table.ptr, super::quant::rows_view("get_rows", &table)?, index.ptr,
@@ -95,8 +96,8 @@ pub(crate) fn get_rows(dev: &Device, dst: Bound, table: Bound, index: Bound, err
 }
 
 /// `a` and `b` joined along `dim`.
-pub(crate) fn concat(dev: &Device, dim: usize, dst: Bound, a: Bound, b: Bound) -> Result<()> {
-    let size = same_size("concat", &[&dst, &a, &b])?;
+pub(crate) fn concat(dev: &Device, dim: usize, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
+    let size = same_size("concat", &[&dst.l, &a.l, &b.l])?;
     if dim >= 4 {
         return Err(Error::internal(format!("concat along dim {dim}")));
     }
@@ -107,8 +108,8 @@ pub(crate) fn concat(dev: &Device, dim: usize, dst: Bound, a: Bound, b: Bound) -
 }
 
 /// `a` tiled to `dst`'s shape.
-pub(crate) fn repeat(dev: &Device, dst: Bound, a: Bound) -> Result<()> {
-    let size = same_size("repeat", &[&dst, &a])?;
+pub(crate) fn repeat(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
+    let size = same_size("repeat", &[&dst.l, &a.l])?;
     if !dst.l.is_empty() && (0..4).any(|i| a.l.ne[i] == 0 || dst.l.ne[i] % a.l.ne[i] != 0) {
         return Err(Error::internal(format!("repeat of {:?} into {:?}", a.l.ne, dst.l.ne)));
     }
@@ -118,7 +119,7 @@ pub(crate) fn repeat(dev: &Device, dst: Bound, a: Bound) -> Result<()> {
 }
 
 /// Rotary embedding of `a` at `pos`, with optional frequency factors.
-pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: Bound, a: Bound, pos: Bound, ff: Option<Bound>) -> Result<()> {
+pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: BoundMut, a: Bound, pos: Bound, ff: Option<Bound>) -> Result<()> {
     let n_dims = i64::from(p.n_dims);
     if n_dims < 2 || n_dims % 2 != 0 || n_dims > a.l.ne[0] || pos.l.nelements() != a.l.ne[2] {
         return Err(Error::internal(format!("rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
@@ -138,10 +139,10 @@ pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: Bound, a: Bound, pos: Boun
 }
 
 /// The element size shared by `ts` (all of one plain type), for the exact copies of concat/repeat.
-fn same_size(op: &'static str, ts: &[&Bound]) -> Result<i32> {
-    let dtype = ts[0].l.dtype;
-    if let Some(t) = ts.iter().find(|t| t.l.dtype != dtype) {
-        return Err(Error::DTypeMismatch { what: op.into(), expected: dtype, found: t.l.dtype });
+fn same_size(op: &'static str, ts: &[&Layout]) -> Result<i32> {
+    let dtype = ts[0].dtype;
+    if let Some(t) = ts.iter().find(|t| t.dtype != dtype) {
+        return Err(Error::DTypeMismatch { what: op.into(), expected: dtype, found: t.dtype });
     }
     Ok(dtype.type_size() as i32)
 }

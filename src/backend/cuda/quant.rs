@@ -12,7 +12,7 @@
 //! ggml's own CUDA backend does not quantize to k-quants either.
 
 use super::device::Device;
-use super::launch::{flat, launch, per_row, Bound};
+use super::launch::{flat, launch, per_row, Bound, BoundMut};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -36,7 +36,7 @@ fn rows_packed(l: &Layout) -> bool {
 
 /// The kernel view of an operand read row by row (`get_rows`' table,
 /// `set_rows`' source): plain, or a block type blocked along dim 0.
-pub(crate) fn rows_view(op: &'static str, b: &Bound) -> Result<KTensor> {
+pub(crate) fn rows_view<A>(op: &'static str, b: &Bound<A>) -> Result<KTensor> {
     if b.l.dtype.is_quantized() && b.l.block_dim != 0 {
         return Err(Error::NotContiguous { op, ne: b.l.ne, nb: b.l.nb, dtype: b.l.dtype });
     }
@@ -45,7 +45,7 @@ pub(crate) fn rows_view(op: &'static str, b: &Bound) -> Result<KTensor> {
 
 /// Copies `src` into `dst` (same element count, logical order) when either
 /// side is a block type; plain-to-plain copies never come here.
-pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
+pub(crate) fn copy(dev: &Device, dst: BoundMut, src: Bound) -> Result<()> {
     let n = dst.l.nelements();
     if n != src.l.nelements() {
         return Err(Error::internal(format!("copy of {:?} into {:?}", src.l.ne, dst.l.ne)));
@@ -80,7 +80,7 @@ pub(crate) fn copy(dev: &Device, dst: Bound, src: Bound) -> Result<()> {
 /// outside `dst`'s rows, or two rows to one place, sets `*err_ptr` on the
 /// device before anything is written, and then nothing is; `claims_ptr` is
 /// `dst.nrows()` zeroed ints of this node's own.
-pub(crate) fn set_rows(dev: &Device, dst: Bound, x: Bound, idx: Bound, err_ptr: u64, claims_ptr: u64) -> Result<()> {
+pub(crate) fn set_rows(dev: &Device, dst: BoundMut, x: Bound, idx: Bound, err_ptr: u64, claims_ptr: u64) -> Result<()> {
     let (dk, xk, ik) = (rows_view("set_rows", &dst)?, rows_view("set_rows", &x)?, idx.p("set_rows")?);
     if x.l.ne[0] != dst.l.ne[0] {
         return Err(Error::internal(format!("set_rows of {:?} into {:?}", x.l.ne, dst.l.ne)));

@@ -4,7 +4,7 @@
 use super::copy::copy;
 use super::device::Device;
 use super::kernels::{self, unary_code, UNARY_SCALE};
-use super::launch::Bound;
+use super::launch::{Bound, BoundMut};
 use super::matmul::{self, QuantPath};
 use super::{ops, quant};
 use crate::backend::exec::{Kernels, Region, SoftMax};
@@ -30,12 +30,12 @@ pub(crate) struct CudaKernels<'a> {
 impl Kernels for CudaKernels<'_> {
     type Base = u64;
     type Src = Bound;
-    type Dst = Bound;
+    type Dst = BoundMut;
 
     fn src(r: &Region<u64>, offs: usize, l: Layout) -> Result<Bound> {
         Bound::new(r.base, r.len, offs, l)
     }
-    fn dst(r: &Region<u64>, offs: usize, l: Layout) -> Result<Bound> {
+    fn dst(r: &Region<u64>, offs: usize, l: Layout) -> Result<BoundMut> {
         Bound::new(r.base, r.len, offs, l)
     }
     fn fill_nan(&mut self, offset: usize, len: usize) -> Result<()> {
@@ -46,56 +46,56 @@ impl Kernels for CudaKernels<'_> {
         self.dev.scratch.release()
     }
 
-    fn copy(&mut self, _op: &'static str, dst: Bound, src: Bound) -> Result<()> {
+    fn copy(&mut self, _op: &'static str, dst: BoundMut, src: Bound) -> Result<()> {
         copy(self.dev, dst, src)
     }
-    fn binary(&mut self, op: BinaryOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    fn binary(&mut self, op: BinaryOp, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
         ops::binary(self.dev, op, dst, a, b)
     }
-    fn scale(&mut self, s: f32, dst: Bound, a: Bound) -> Result<()> {
+    fn scale(&mut self, s: f32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::unary(self.dev, UNARY_SCALE, s, dst, a)
     }
-    fn unary(&mut self, op: UnaryOp, dst: Bound, a: Bound) -> Result<()> {
+    fn unary(&mut self, op: UnaryOp, dst: BoundMut, a: Bound) -> Result<()> {
         ops::unary(self.dev, unary_code(op), 0.0, dst, a)
     }
-    fn glu(&mut self, op: GluOp, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    fn glu(&mut self, op: GluOp, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
         ops::glu(self.dev, op, dst, a, b)
     }
-    fn sum_rows(&mut self, dst: Bound, a: Bound) -> Result<()> {
+    fn sum_rows(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum_rows(self.dev, dst, a)
     }
-    fn mul_mat(&mut self, dst: Bound, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
+    fn mul_mat(&mut self, dst: BoundMut, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
         matmul::mul_mat(self.dev, dst, a, b, self.quant)
     }
-    fn get_rows(&mut self, dst: Bound, table: Bound, index: Bound) -> Result<()> {
+    fn get_rows(&mut self, dst: BoundMut, table: Bound, index: Bound) -> Result<()> {
         ops::get_rows(self.dev, dst, table, index, self.err_ptr)
     }
-    fn set_rows(&mut self, dst: Bound, rows: Bound, index: Bound) -> Result<()> {
+    fn set_rows(&mut self, dst: BoundMut, rows: Bound, index: Bound) -> Result<()> {
         ops::check_index(&index, "set_rows")?;
         let n = dst.l.nrows();
         quant::set_rows(self.dev, dst, rows, index, self.err_ptr, self.claims_ptr)?;
         self.claims_ptr += 4 * n as u64;
         Ok(())
     }
-    fn rms_norm(&mut self, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+    fn rms_norm(&mut self, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::norm(self.dev, true, eps, dst, a)
     }
-    fn norm(&mut self, eps: f32, dst: Bound, a: Bound) -> Result<()> {
+    fn norm(&mut self, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::norm(self.dev, false, eps, dst, a)
     }
-    fn soft_max(&mut self, p: SoftMax, dst: Bound, a: Bound, mask: Option<Bound>) -> Result<()> {
+    fn soft_max(&mut self, p: SoftMax, dst: BoundMut, a: Bound, mask: Option<Bound>) -> Result<()> {
         ops::soft_max(self.dev, p, dst, a, mask)
     }
-    fn diag_mask_inf(&mut self, n_past: i32, dst: Bound, a: Bound) -> Result<()> {
+    fn diag_mask_inf(&mut self, n_past: i32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::diag_mask_inf(self.dev, n_past, dst, a)
     }
-    fn rope(&mut self, p: &RopeParams, dst: Bound, a: Bound, pos: Bound, freq: Option<Bound>) -> Result<()> {
+    fn rope(&mut self, p: &RopeParams, dst: BoundMut, a: Bound, pos: Bound, freq: Option<Bound>) -> Result<()> {
         ops::rope(self.dev, p, dst, a, pos, freq)
     }
-    fn concat(&mut self, dim: usize, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+    fn concat(&mut self, dim: usize, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
         ops::concat(self.dev, dim, dst, a, b)
     }
-    fn repeat(&mut self, dst: Bound, a: Bound) -> Result<()> {
+    fn repeat(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::repeat(self.dev, dst, a)
     }
 }

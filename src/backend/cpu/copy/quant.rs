@@ -22,9 +22,9 @@ pub(super) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -
     }
     if dst.l.dtype == src.l.dtype && dst.l.ne == src.l.ne && dst.l.block_dim == src.l.block_dim {
         // same type, same blocks: move the bytes, never requantize
-        let (ts, snb) = (src.l.dtype.type_size(), src.l.nb);
+        let ts = src.l.dtype.type_size();
         return each_block(ex, &dst.l, |_, u, offset, _| {
-            let from = src.ptr().wrapping_add((0..4).map(|d| u[d] * snb[d]).sum::<usize>());
+            let from = src.ptr().wrapping_add(src.l.unit_offset(u));
             // SAFETY: both blocks lie inside their tensors and do not overlap
             // (a copy never partly overlaps its source; `same_as` returned above).
             unsafe { std::ptr::copy_nonoverlapping(from, dst.ptr().add(offset), ts) };
@@ -81,15 +81,13 @@ fn each_block<F>(ex: &Exec, l: &Layout, f: F) -> Result<()>
 where
     F: Fn(&Layout, [usize; 4], usize, &mut [f32]) -> Result<()> + Sync + Send,
 {
-    let u = [0, 1, 2, 3].map(|d| l.units(d) as usize);
     let bs = l.dtype.block_size();
     let errors = FirstError::default();
-    ex.for_ranges(u.iter().product(), bs, |range| {
+    ex.for_ranges(l.unit_counts().iter().product(), bs, |range| {
         let mut vals = vec![0f32; bs];
         for k in range {
-            let idx = [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])];
-            let offset = (0..4).map(|d| idx[d] * l.nb[d]).sum::<usize>();
-            errors.keep(f(l, idx, offset, &mut vals));
+            let idx = l.unit_index(k);
+            errors.keep(f(l, idx, l.unit_offset(idx), &mut vals));
         }
     });
     errors.into_result()

@@ -15,7 +15,7 @@
 
 use super::super::copy::copy;
 use super::super::device::Device;
-use super::super::launch::Bound;
+use super::super::launch::{Bound, BoundMut};
 use super::gemm::{Gemm, GemmType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -26,7 +26,7 @@ pub(crate) const CHUNK_BYTES: i64 = 64 << 20;
 
 /// Whether `dst = a · bᵀ` takes this path: a 2-D weight matrix, a packed
 /// F32 destination, plain float activations, at least `from` activation rows.
-pub(crate) fn applies(dst: &Bound, a: &Bound, b: &Bound, from: Option<i64>) -> bool {
+pub(crate) fn applies(dst: &BoundMut, a: &Bound, b: &Bound, from: Option<i64>) -> bool {
     from.is_some_and(|min| b.l.nrows() >= min)
         && a.l.ne[2] == 1
         && a.l.ne[3] == 1
@@ -35,19 +35,19 @@ pub(crate) fn applies(dst: &Bound, a: &Bound, b: &Bound, from: Option<i64>) -> b
 }
 
 /// `dst = a · bᵀ` through F16 (see the module docs); [`applies`] must hold.
-pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound) -> Result<()> {
+pub(crate) fn mul_mat(dev: &Device, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
     mul_mat_chunked(dev, dst, a, b, CHUNK_BYTES)
 }
 
 /// [`mul_mat`] with at most `chunk_bytes` of F16 weights converted at once.
-fn mul_mat_chunked(dev: &Device, dst: Bound, a: Bound, b: Bound, chunk_bytes: i64) -> Result<()> {
+fn mul_mat_chunked(dev: &Device, dst: BoundMut, a: Bound, b: Bound, chunk_bytes: i64) -> Result<()> {
     let (k, m, n) = (a.l.ne[0], a.l.ne[1], b.l.nrows());
     if b.l.ne[0] != k || dst.l.ne[0] != m || dst.l.nrows() != n {
         return Err(Error::internal(format!("mul_mat of {:?} by {:?} into {:?}", a.l.ne, b.l.ne, dst.l.ne)));
     }
     let half = DType::F16.type_size() as i64;
     let acts = dev.scratch.take(&dev.stream, (k * n * half) as usize)?;
-    copy(dev, Bound { ptr: acts, l: Layout::contiguous(DType::F16, b.l.ne)? }, b)?;
+    copy(dev, Bound::at(acts, Layout::contiguous(DType::F16, b.l.ne)?), b)?;
     let rows = (chunk_bytes / (k * half).max(1)).clamp(1, m.max(1));
     let weights = dev.scratch.take(&dev.stream, (rows * k * half) as usize)?;
     let mut r0 = 0;
@@ -55,8 +55,8 @@ fn mul_mat_chunked(dev: &Device, dst: Bound, a: Bound, b: Bound, chunk_bytes: i6
         let rc = rows.min(m - r0);
         let mut chunk = a.l;
         chunk.ne[1] = rc;
-        let src = Bound { ptr: a.ptr + (r0 as usize * a.l.nb[1]) as u64, l: chunk };
-        copy(dev, Bound { ptr: weights, l: Layout::contiguous(DType::F16, [k, rc, 1, 1])? }, src)?;
+        let src = Bound::at(a.ptr + (r0 as usize * a.l.nb[1]) as u64, chunk);
+        copy(dev, Bound::at(weights, Layout::contiguous(DType::F16, [k, rc, 1, 1])?), src)?;
         // the stream orders the next chunk's conversion after this GEMM
         let c = dst.ptr + (r0 as u64) * 4;
         let (ld, ldc) = (k.max(1), m.max(1));
@@ -100,12 +100,9 @@ mod tests {
         let s = &dev.stream;
         let (qa, xb, out) =
             (s.clone_htod(&qw).unwrap(), s.clone_htod(&x).unwrap(), s.alloc_zeros::<f32>(m * n).unwrap());
-        let a =
-            Bound { ptr: qa.device_ptr(s).0, l: Layout::contiguous(DType::Q4_0, [k as i64, m as i64, 1, 1]).unwrap() };
-        let b =
-            Bound { ptr: xb.device_ptr(s).0, l: Layout::contiguous(DType::F32, [k as i64, n as i64, 1, 1]).unwrap() };
-        let d =
-            Bound { ptr: out.device_ptr(s).0, l: Layout::contiguous(DType::F32, [m as i64, n as i64, 1, 1]).unwrap() };
+        let a = Bound::at(qa.device_ptr(s).0, Layout::contiguous(DType::Q4_0, [k as i64, m as i64, 1, 1]).unwrap());
+        let b = Bound::at(xb.device_ptr(s).0, Layout::contiguous(DType::F32, [k as i64, n as i64, 1, 1]).unwrap());
+        let d = Bound::at(out.device_ptr(s).0, Layout::contiguous(DType::F32, [m as i64, n as i64, 1, 1]).unwrap());
         assert!(applies(&d, &a, &b, Some(1)) && !applies(&d, &a, &b, Some(6)) && !applies(&d, &a, &b, None));
         mul_mat_chunked(dev, d, a, b, 3 * k as i64 * 2).unwrap();
         let got = s.clone_dtoh(&out).unwrap();

@@ -49,7 +49,7 @@ impl GemmType {
 
 /// True if `l` is of type `t` with packed rows whose strides cuBLAS can take
 /// (every stride a whole number of elements).
-pub(crate) fn gemm_ready(b: &Bound, t: DType) -> bool {
+pub(crate) fn gemm_ready<A>(b: &Bound<A>, t: DType) -> bool {
     let (l, size) = (&b.l, t.type_size());
     l.dtype == t
         && l.nb[0] == size
@@ -132,6 +132,6 @@ impl Gemm {
                 cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
-        .map_err(|e| Error::Invalid(format!("cuBLAS GEMM ({t:?}): {e:?}")))
+        .map_err(|e| Error::Cuda { what: format!("cuBLAS GEMM ({t:?})"), source: Box::new(e) })
     }
 }

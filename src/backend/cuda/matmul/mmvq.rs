@@ -26,7 +26,7 @@ use cudarc::driver::{DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::super::device::Device;
 use super::super::kernels::KTensor;
-use super::super::launch::{cuda_err, Bound};
+use super::super::launch::{cuda_err, Bound, BoundMut};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -230,7 +230,7 @@ pub(crate) fn quantize(dev: &Device, b: &Bound, rows: &ActRows, dst: u64) -> Res
 
 /// `dst = a · bᵀ` for quantized weights `a` (see the module docs); the
 /// staged kernel where it applies if `staged`.
-pub(crate) fn mul_mat_q(dev: &Device, dst: Bound, a: Bound, b: Bound, staged: bool) -> Result<()> {
+pub(crate) fn mul_mat_q(dev: &Device, dst: BoundMut, a: Bound, b: Bound, staged: bool) -> Result<()> {
     let wt = a.l.dtype;
     let spec = QSpec::of(wt).ok_or(Error::Unsupported { op: "mul_mat", dtype: wt })?;
     let (al, bl, d) = (a.l, b.l, dst.l);
@@ -305,7 +305,7 @@ pub(crate) fn quantize_activations(dev: &Device, w: DType, x: &[f32], k: usize) 
     let l = Layout::contiguous(DType::F32, [k as i64, rows, 1, 1])?;
     let src = dev.stream.clone_htod(if x.is_empty() { &[0f32][..] } else { x }).map_err(cuda_err("upload"))?;
     let ptr = src.device_ptr(&dev.stream).0;
-    let src = Bound { ptr, l };
+    let src = Bound::at(ptr, l);
     let rows = ActRows::of(w, &src)?;
     let total = rows.total_bytes;
     // SAFETY: the quantize kernel writes every byte before the download.

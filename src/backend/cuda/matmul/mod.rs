@@ -26,7 +26,7 @@ pub(crate) mod mmvq;
 
 use super::copy::{copy, to_f32_into};
 use super::device::Device;
-use super::launch::Bound;
+use super::launch::{Bound, BoundMut};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -42,13 +42,13 @@ fn as_gemm_operand(dev: &Device, b: Bound, t: GemmType) -> Result<Bound> {
     let ptr = dev.scratch.take(&dev.stream, n * t.dtype().type_size())?;
     if t == GemmType::F32 && b.l.dtype.is_quantized() {
         let l = to_f32_into(dev, ptr, &b)?;
-        return Ok(Bound { ptr, l });
+        return Ok(Bound::at(ptr, l));
     }
     // plain sources go through `copy`, which has the packed, converting and
     // tiled transposing fast paths (a transposed V view is read coalesced)
-    let packed = Bound { ptr, l: Layout::contiguous(t.dtype(), b.l.ne)? };
+    let packed = BoundMut::at(ptr, Layout::contiguous(t.dtype(), b.l.ne)?);
     copy(dev, packed, b)?;
-    Ok(packed)
+    Ok(packed.as_src())
 }
 
 /// How `mul_mat` with block-type weights runs (the backend's settings).
@@ -62,7 +62,7 @@ pub(crate) struct QuantPath {
 }
 
 /// `dst = a · bᵀ` (see the module docs), block-type weights as `q` says.
-pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, q: QuantPath) -> Result<()> {
+pub(crate) fn mul_mat(dev: &Device, dst: BoundMut, a: Bound, b: Bound, q: QuantPath) -> Result<()> {
     let d = dst.l;
     if d.dtype != DType::F32 || !gemm_ready(&dst, DType::F32) {
         return Err(Error::Unsupported { op: "mul_mat", dtype: d.dtype });
@@ -85,7 +85,7 @@ pub(crate) fn mul_mat(dev: &Device, dst: Bound, a: Bound, b: Bound, q: QuantPath
 
 /// Float weights: one cuBLAS strided-batched GEMM per `i3` (per `(i3, a's
 /// i2)` under broadcast), inputs of type `t`, F32 accumulation and output.
-fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()> {
+fn gemm(dev: &Device, dst: BoundMut, a: Bound, b: Bound, t: GemmType) -> Result<()> {
     let d = dst.l;
     // F16/BF16 weights meet activations rounded to their type (as ggml and the CPU)
     let a = as_gemm_operand(dev, a, t)?;
@@ -123,6 +123,7 @@ fn gemm(dev: &Device, dst: Bound, a: Bound, b: Bound, t: GemmType) -> Result<()>
 
 #[cfg(test)]
 mod tests {
+    use super::super::launch::Read;
     use super::*;
 
     #[test]
@@ -135,12 +136,12 @@ mod tests {
     #[test]
     fn gemm_ready_and_leading_dimensions() {
         let l = Layout::contiguous(DType::F16, [6, 3, 2, 1]).unwrap();
-        assert!(gemm_ready(&Bound { ptr: 256, l }, DType::F16));
-        assert!(!gemm_ready(&Bound { ptr: 256, l }, DType::F32));
-        assert!(!gemm_ready(&Bound { ptr: 257, l }, DType::F16));
+        assert!(gemm_ready(&Bound::<Read>::at(256, l), DType::F16));
+        assert!(!gemm_ready(&Bound::<Read>::at(256, l), DType::F32));
+        assert!(!gemm_ready(&Bound::<Read>::at(257, l), DType::F16));
         let mut t = l;
         t.nb.swap(0, 1); // transposed
-        assert!(!gemm_ready(&Bound { ptr: 256, l: t }, DType::F16));
+        assert!(!gemm_ready(&Bound::<Read>::at(256, t), DType::F16));
         assert_eq!(ld(3, 6, 12, 2), 6);
         assert_eq!(ld(1, 6, 999, 2), 6);
         assert_eq!(ld(3, 6, 64, 4), 16);
