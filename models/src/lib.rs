@@ -35,6 +35,7 @@ pub mod arch;
 pub mod backend_arg;
 pub mod bench;
 pub mod bench_cuda;
+pub mod bench_model;
 pub mod chat;
 pub mod conversation;
 pub mod demo;

@@ -239,9 +239,23 @@ struct BenchArgs {
     /// default: one row at 4096 and one at 16384).
     #[arg(long)]
     matvec: Option<i64>,
-    /// Timed runs per workload (the median is reported).
-    #[arg(long, default_value_t = 15)]
-    reps: usize,
+    /// Timed runs per workload, or timed passes with --model (the median is
+    /// reported; default 15, with --model 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Time this model file instead of the workloads: one untimed warm-up
+    /// pass, then the median of --reps passes of a prompt and a generation.
+    #[arg(long)]
+    model: Option<std::path::PathBuf>,
+    /// With --model: tokens of the prompt, evaluated as one batch.
+    #[arg(long, default_value_t = 64)]
+    prompt_tokens: usize,
+    /// With --model: tokens generated one at a time after the prompt.
+    #[arg(long, default_value_t = 32)]
+    gen_tokens: usize,
+    /// With --model: repack Q4_0/Q4_K weights for the CPU's tile kernel (as `rgml run --repack`).
+    #[arg(long)]
+    repack: bool,
     /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
@@ -379,13 +393,47 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
     if a.n.is_some_and(|n| !(1..=32768).contains(&n)) {
         return Err(format!("--n {} is out of range (1..=32768)", a.n.unwrap_or(0)));
     }
+    if let Some(path) = &a.model {
+        return bench_model(path, &a);
+    }
     match a.backend {
         BackendArg::Cuda => bench_cuda(&a),
         BackendArg::Cpu if a.device.is_some() || a.mm.is_some() || a.matvec.is_some() => {
             Err("--device, --mm and --matvec need --backend cuda".into())
         }
-        BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps, a.llama, a.kv_type),
+        BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps.unwrap_or(15), a.llama, a.kv_type),
     }
+}
+
+fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String> {
+    use rgml_models::bench_model::{model_speed, ModelBench};
+    let b = ModelBench {
+        prompt_tokens: a.prompt_tokens,
+        gen_tokens: a.gen_tokens,
+        reps: a.reps.unwrap_or(3),
+        kv_type: a.kv_type,
+    };
+    let backend = a
+        .backend
+        .open(a.threads, a.device.unwrap_or(0))
+        .and_then(|be| be.with_repacked_weights(a.repack))
+        .map_err(|e| e.to_string())?;
+    let how = format!("{backend:?}{}", if a.repack { ", repacked" } else { "" });
+    let s = model_speed(path, backend, &how, &b)?;
+    if a.json {
+        outln!("{}", s.json(&b));
+    } else {
+        let runs = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
+        outln!("{}", s.what);
+        outln!(
+            "prompt     {:>4} tokens: {:>8.1} tok/s  (passes: {})",
+            b.prompt_tokens,
+            s.prompt_tok_s,
+            runs(&s.prompt_runs)
+        );
+        outln!("generation {:>4} tokens: {:>8.1} tok/s  (passes: {})", b.gen_tokens, s.gen_tok_s, runs(&s.gen_runs));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
@@ -406,7 +454,7 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
     let out = bench_cuda::run(
         a.device.unwrap_or(0),
         &sizes,
-        a.reps,
+        a.reps.unwrap_or(15),
         |r| {
             if header.replace(false) {
                 outln!("{}", bench::table_header());

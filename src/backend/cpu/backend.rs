@@ -1,8 +1,10 @@
-//! The CPU backend: a rayon pool and its settings; a compute binds the
-//! storage's regions and runs the executor loop with the CPU kernels.
+//! The CPU backend: its thread pools and settings; a compute binds the
+//! storage's regions and runs the executor loop with the CPU kernels in one
+//! session of the graph pool.
 
 use super::kernels::CpuKernels;
 use super::mem::Exec;
+use super::pool::GraphPool;
 use super::storage::CpuStorage;
 use crate::backend::exec;
 use crate::backend::traits::{Backend, BackendStorage};
@@ -14,7 +16,10 @@ use crate::tensor::TensorId;
 
 /// Runs graphs on the CPU.
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
+    /// Every kernel's threads.
+    pool: GraphPool,
+    /// The threads of the f32 GEMM crate (large f32 products), which runs on rayon.
+    gemm: rayon::ThreadPool,
     poison: bool,
     repack: bool,
 }
@@ -39,12 +44,13 @@ impl std::fmt::Debug for CpuBackend {
 impl CpuBackend {
     /// A backend with `threads` worker threads (0: one per core).
     pub fn new(threads: usize) -> Result<CpuBackend> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("rgml-cpu-{i}"))
+        let pool = GraphPool::new(threads)?;
+        let gemm = rayon::ThreadPoolBuilder::new()
+            .num_threads(pool.threads())
+            .thread_name(|i| format!("rgml-gemm-{i}"))
             .build()
             .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
-        Ok(CpuBackend { pool, poison: false, repack: false })
+        Ok(CpuBackend { pool, gemm, poison: false, repack: false })
     }
     /// Poison mode (a debug aid): before a run the plan buffer (inputs
     /// excepted) is filled with NaN bytes, and every range the plan frees is
@@ -72,14 +78,13 @@ impl CpuBackend {
     }
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.pool.threads()
     }
 
-    /// Runs `f` inside this backend's rayon pool (rayon's `install`): rayon's
-    /// parallel iterators in `f` use the executor's worker threads, as a
-    /// baseline measured beside it should.
+    /// Runs `f` inside a rayon pool of this backend's thread count (rayon's
+    /// `install`), for a baseline measured beside the executor.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+        self.gemm.install(f)
     }
 
     /// Memory for `graph` placed by `plan`: a zeroed plan buffer, and copies of
@@ -102,13 +107,15 @@ impl CpuBackend {
         let buf = (buf.as_mut_ptr(), buf.len());
         let regions = storage.regions(ctx, graph, buf.0)?;
         let CpuStorage { plan, packed, .. } = storage;
-        let ex = Exec { pool: Some(&self.pool) };
-        let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
-        if self.poison {
-            exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
-        }
-        let poison = self.poison.then_some(&*plan);
-        exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison })
+        self.pool.session(|session| {
+            let ex = Exec { pool: Some(session), gemm: Some(&self.gemm) };
+            let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
+            if self.poison {
+                exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
+            }
+            let poison = self.poison.then_some(&*plan);
+            exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison })
+        })
     }
 
     /// Plans `graph` (liveness and in-place reuse), allocates and computes it:

@@ -204,7 +204,7 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
     let failed = FirstError::default();
     ex.for_ranges(rows, k, |range| {
         let mut row = vec![0f32; k];
-        let one = Exec { pool: None };
+        let one = Exec::ONE;
         for r in range {
             let res = StridedMut::of_f32(&mut row, [k as i64, 1, 1, 1])
                 .and_then(|dst| copy::copy(&one, "mul_mat", dst, b.row_tensor(r as i64)))
@@ -234,7 +234,7 @@ fn gemm_f32(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     };
     let (m, n, k) = (ne[0] as usize, ne[1] as usize, ane[0] as usize);
     let (r2, r3) = (bne[2] / ane[2], bne[3] / ane[3]);
-    let threads = ex.pool.map_or(1, |p| p.current_num_threads());
+    let threads = ex.gemm.map_or(1, |p| p.current_num_threads());
     let parallelism =
         if threads > 1 && m * n * k >= 1 << 18 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     let run = || {
@@ -270,7 +270,7 @@ fn gemm_f32(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
             }
         }
     };
-    match ex.pool {
+    match ex.gemm {
         Some(p) => p.install(run),
         None => run(),
     }

@@ -16,8 +16,9 @@
 
 use std::ops::Range;
 
+use super::pool::Session;
+
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -279,26 +280,28 @@ impl FirstError {
 /// the pool costs more than it saves.
 pub(crate) const PARALLEL_MIN_WORK: usize = 1 << 15;
 
-/// How a compute splits its work: a pool, or the calling thread alone.
+/// How a compute splits its work: a pool session, or the calling thread alone;
+/// and the rayon pool the f32 GEMM crate runs on.
 #[derive(Clone, Copy)]
 pub(crate) struct Exec<'a> {
-    pub(crate) pool: Option<&'a rayon::ThreadPool>,
+    pub(crate) pool: Option<&'a Session<'a>>,
+    pub(crate) gemm: Option<&'a rayon::ThreadPool>,
 }
 
 impl Exec<'_> {
+    /// Everything on the calling thread.
+    pub(crate) const ONE: Exec<'static> = Exec { pool: None, gemm: None };
+
     /// Calls `f` on ranges covering `0..n`, in parallel when `n * cost` is large.
     /// `cost` is the work of one item, in element-operations.
     pub(crate) fn for_ranges(&self, n: usize, cost: usize, f: impl Fn(Range<usize>) + Sync + Send) {
         let work = n.saturating_mul(cost.max(1));
         match self.pool {
-            Some(pool) if work >= PARALLEL_MIN_WORK && n > 1 && pool.current_num_threads() > 1 => {
+            Some(pool) if work >= PARALLEL_MIN_WORK && n > 1 && pool.threads() > 1 => {
                 // enough chunks to balance, each worth at least PARALLEL_MIN_WORK / 4
                 let by_work = work / (PARALLEL_MIN_WORK / 4);
-                let chunks = (pool.current_num_threads() * 4).min(n).min(by_work.max(1));
-                let step = n.div_ceil(chunks);
-                pool.install(|| {
-                    (0..n.div_ceil(step)).into_par_iter().for_each(|c| f(c * step..((c + 1) * step).min(n)));
-                });
+                let chunks = (pool.threads() * 4).min(n).min(by_work.max(1));
+                pool.for_ranges(n, n.div_ceil(chunks), &f);
             }
             _ => f(0..n),
         }

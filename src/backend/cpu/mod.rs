@@ -1,4 +1,4 @@
-//! The CPU executor: runs a planned graph on a rayon pool through the
+//! The CPU executor: runs a planned graph on its graph pool (`pool`) through the
 //! executor loop, node by node in the graph's order, each node split across
 //! threads by rows or blocks.
 //!
@@ -13,6 +13,7 @@ mod kernels;
 mod matmul;
 mod mem;
 mod norm;
+mod pool;
 mod reduce;
 mod rope;
 mod rows;

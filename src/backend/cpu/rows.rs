@@ -12,7 +12,7 @@ pub(crate) fn get_rows(ex: &Exec, dst: StridedMut, a: Strided, idx: Strided) -> 
     let ne = dst.l.ne;
     let nb = idx.l.nb;
     ex.for_ranges(dst.l.nrows() as usize, ne[0] as usize, |rows| {
-        let one = Exec { pool: None };
+        let one = Exec::ONE;
         for r in rows {
             let [i1, i2, i3] = dst.l.row_index(r as i64);
             let at = idx.ptr().wrapping_add(i1 as usize * nb[0] + i2 as usize * nb[1] + i3 as usize * nb[2]);
@@ -60,7 +60,7 @@ pub(crate) fn set_rows(ex: &Exec, dst: StridedMut, b: Strided, idx: Strided) -> 
     }
     let failed = FirstError::default();
     ex.for_ranges(targets.len(), ne[0] as usize, |rows| {
-        let one = Exec { pool: None };
+        let one = Exec::ONE;
         for r in rows {
             let res = copy::copy(&one, "set_rows", dst.row_tensor(targets[r]), b.row_tensor(r as i64));
             failed.keep(res);

@@ -4,11 +4,12 @@
 
 use super::copy;
 use super::mem::{Exec, Strided, StridedMut};
+use super::pool::GraphPool;
 use crate::{DType, Layout};
 use half::{bf16, f16};
 
-fn pool() -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()
+fn pool() -> GraphPool {
+    GraphPool::new(2).unwrap()
 }
 
 #[test]
@@ -44,13 +45,15 @@ fn reference(src: &[f32], ne: [i64; 4], nb: [usize; 4]) -> Vec<f32> {
 
 fn run_copy(src: &mut [f32], ne: [i64; 4], nb: [usize; 4], threads: bool) -> Vec<f32> {
     let pool = pool();
-    let ex = Exec { pool: threads.then_some(&pool) };
-    let s = Strided::new(src.as_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
-        .unwrap();
-    let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
-    let d = StridedMut::of_f32(&mut out, ne).unwrap();
-    copy::copy(&ex, "test", d, s).unwrap();
-    out
+    pool.session(|session| {
+        let ex = Exec { pool: threads.then_some(session), gemm: None };
+        let s = Strided::new(src.as_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
+            .unwrap();
+        let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
+        let d = StridedMut::of_f32(&mut out, ne).unwrap();
+        copy::copy(&ex, "test", d, s).unwrap();
+        out
+    })
 }
 
 #[test]
@@ -99,7 +102,7 @@ fn flat_and_row_copies_at_odd_sizes() {
 #[test]
 fn every_conversion_pair_rounds_like_half() {
     let vals = [0.0f32, -0.0, 1.0, -2.5, 65504.0, 1e-7, 3.0e38, f32::INFINITY, 0.1, 1.0 + 1.0 / 1024.0 + 1.0 / 4096.0];
-    let ex = Exec { pool: None };
+    let ex = Exec::ONE;
     for dt in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::I16, DType::I32] {
         for strided in [false, true] {
             let src = vals.to_vec();

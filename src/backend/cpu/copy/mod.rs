@@ -21,6 +21,6 @@ pub(crate) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -
 pub(crate) fn read_f32(src: Strided) -> Result<Vec<f32>> {
     let mut out = vec![0f32; src.l.nelements() as usize];
     let dst = StridedMut::of_f32(&mut out, src.l.ne)?;
-    copy(&Exec { pool: None }, "read", dst, src)?;
+    copy(&Exec::ONE, "read", dst, src)?;
     Ok(out)
 }

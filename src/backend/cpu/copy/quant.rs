@@ -108,7 +108,7 @@ fn rowwise(ex: &Exec, dst: StridedMut, src: Strided) -> Result<()> {
 
 /// One row: `src` → f32 → `dst`.
 fn row_through_f32(dst: StridedMut, src: Strided, row: &mut [f32]) -> Result<()> {
-    let one = Exec { pool: None };
+    let one = Exec::ONE;
     let ne = [row.len() as i64, 1, 1, 1];
     if dst.l.dtype == src.l.dtype {
         // SAFETY: packed rows of the same type: `row_size` bytes each, not overlapping.

@@ -1,0 +1,121 @@
+//! `rgml bench --model FILE`: prompt and generation speed of a model file, in
+//! the way of `llama-bench`: one untimed warm-up pass, then `reps` timed
+//! passes, each from an empty KV cache; the prompt is `prompt_tokens` tokens
+//! evaluated as one batch, generation is `gen_tokens` steps of one token (the
+//! greedy next token, only the last position's logits computed, as llama.cpp
+//! does). The figures are the medians over the passes.
+
+use std::path::Path;
+use std::time::Instant;
+
+use rgml::Backend;
+
+use crate::model::kv::KvType;
+use crate::model::{argmax, LoadOptions, Model};
+
+/// What to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelBench {
+    /// Tokens of the prompt (one batch); 0 skips the prompt test.
+    pub prompt_tokens: usize,
+    /// Generated tokens (one per step); 0 skips the generation test.
+    pub gen_tokens: usize,
+    /// Timed passes (the medians are reported); at least 1.
+    pub reps: usize,
+    /// The KV cache's element type.
+    pub kv_type: KvType,
+}
+
+impl Default for ModelBench {
+    fn default() -> Self {
+        ModelBench { prompt_tokens: 64, gen_tokens: 32, reps: 3, kv_type: KvType::F16 }
+    }
+}
+
+/// The speed of one model file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSpeed {
+    /// The model (file name, architecture, size) and how it ran.
+    pub what: String,
+    /// Median prompt tokens per second (0 when not timed).
+    pub prompt_tok_s: f64,
+    /// Median generated tokens per second (0 when not timed).
+    pub gen_tok_s: f64,
+    /// Every pass's prompt tokens per second, in order.
+    pub prompt_runs: Vec<f64>,
+    /// Every pass's generated tokens per second, in order.
+    pub gen_runs: Vec<f64>,
+}
+
+impl ModelSpeed {
+    /// One JSON object (`prompt_tok_s`, `gen_tok_s`, the passes and the settings).
+    pub fn json(&self, b: &ModelBench) -> String {
+        serde_json::json!({
+            "model": self.what, "prompt_tokens": b.prompt_tokens, "gen_tokens": b.gen_tokens,
+            "reps": b.reps, "kv_type": b.kv_type.dtype().to_string(),
+            "prompt_tok_s": self.prompt_tok_s, "gen_tok_s": self.gen_tok_s,
+            "prompt_runs": self.prompt_runs, "gen_runs": self.gen_runs,
+        })
+        .to_string()
+    }
+}
+
+/// Loads `path` on `backend` (`how` says how, for the report) and times it as
+/// `b` says.
+pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBench) -> Result<ModelSpeed, String> {
+    let e = |e: rgml::Error| e.to_string();
+    if b.reps == 0 {
+        return Err("--reps must be at least 1".into());
+    }
+    let n_ctx = b.prompt_tokens.max(1) + b.gen_tokens + 1;
+    let mut m = Model::load_with(path, LoadOptions { n_ctx: Some(n_ctx), kv_type: b.kv_type }, backend).map_err(e)?;
+    let n_vocab = m.hp.n_vocab as u32;
+    // a fixed spread of ids, as llama-bench feeds arbitrary tokens
+    let prompt: Vec<u32> = (0..b.prompt_tokens.max(1) as u32).map(|i| (1 + i * 7919) % n_vocab).collect();
+    let pass = |m: &mut Model<B>| -> Result<(f64, f64), String> {
+        m.reset().map_err(e)?;
+        let t = Instant::now();
+        let mut next = argmax(&m.eval_last(&prompt).map_err(e)?);
+        let prompt_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for _ in 0..b.gen_tokens {
+            next = argmax(&m.eval_last(&[next]).map_err(e)?);
+        }
+        let gen_s = t.elapsed().as_secs_f64();
+        Ok((rate(b.prompt_tokens, prompt_s), rate(b.gen_tokens, gen_s)))
+    };
+    pass(&mut m)?;
+    let (mut prompt_runs, mut gen_runs) = (Vec::new(), Vec::new());
+    for _ in 0..b.reps {
+        let (p, g) = pass(&mut m)?;
+        prompt_runs.push(p);
+        gen_runs.push(g);
+    }
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Ok(ModelSpeed {
+        what: format!("{name} ({}), {} KV cache, {how}", m.hp.arch.name(), b.kv_type.dtype()),
+        prompt_tok_s: median(&prompt_runs),
+        gen_tok_s: median(&gen_runs),
+        prompt_runs,
+        gen_runs,
+    })
+}
+
+fn rate(tokens: usize, secs: f64) -> f64 {
+    if tokens == 0 || secs <= 0.0 {
+        0.0
+    } else {
+        tokens as f64 / secs
+    }
+}
+
+/// The median (the mean of the middle two for an even count); 0 for none.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
