@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use rgml::Backend;
+use rgml::{Backend, Profile};
 
 use crate::model::kv::KvType;
 use crate::model::{argmax, LoadOptions, Model};
@@ -24,11 +24,13 @@ pub struct ModelBench {
     pub reps: usize,
     /// The KV cache's element type.
     pub kv_type: KvType,
+    /// Collect the backend's time per op kind ([`rgml::Backend::take_profile`]).
+    pub profile: bool,
 }
 
 impl Default for ModelBench {
     fn default() -> Self {
-        ModelBench { prompt_tokens: 64, gen_tokens: 32, reps: 3, kv_type: KvType::F16 }
+        ModelBench { prompt_tokens: 64, gen_tokens: 32, reps: 3, kv_type: KvType::F16, profile: false }
     }
 }
 
@@ -45,6 +47,10 @@ pub struct ModelSpeed {
     pub prompt_runs: Vec<f64>,
     /// Every pass's generated tokens per second, in order.
     pub gen_runs: Vec<f64>,
+    /// With [`ModelBench::profile`], the prompts' time per op kind, over the timed passes.
+    pub prompt_profile: Option<Profile>,
+    /// With [`ModelBench::profile`], the generations' time per op kind, over the timed passes.
+    pub gen_profile: Option<Profile>,
 }
 
 impl ModelSpeed {
@@ -72,22 +78,29 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
     let n_vocab = m.hp.n_vocab as u32;
     // a fixed spread of ids, as llama-bench feeds arbitrary tokens
     let prompt: Vec<u32> = (0..b.prompt_tokens.max(1) as u32).map(|i| (1 + i * 7919) % n_vocab).collect();
-    let pass = |m: &mut Model<B>| -> Result<(f64, f64), String> {
+    let (mut prompt_profile, mut gen_profile) = (Profile::default(), Profile::default());
+    let mut pass = |m: &mut Model<B>, timed: bool| -> Result<(f64, f64), String> {
         m.reset().map_err(e)?;
+        m.backend().take_profile();
         let t = Instant::now();
         let mut next = argmax(&m.eval_last(&prompt).map_err(e)?);
         let prompt_s = t.elapsed().as_secs_f64();
+        let p = m.backend().take_profile();
         let t = Instant::now();
         for _ in 0..b.gen_tokens {
             next = argmax(&m.eval_last(&[next]).map_err(e)?);
         }
         let gen_s = t.elapsed().as_secs_f64();
+        if let (true, Some(p), Some(g)) = (timed, p, m.backend().take_profile()) {
+            prompt_profile.merge(&p);
+            gen_profile.merge(&g);
+        }
         Ok((rate(b.prompt_tokens, prompt_s), rate(b.gen_tokens, gen_s)))
     };
-    pass(&mut m)?;
+    pass(&mut m, false)?;
     let (mut prompt_runs, mut gen_runs) = (Vec::new(), Vec::new());
     for _ in 0..b.reps {
-        let (p, g) = pass(&mut m)?;
+        let (p, g) = pass(&mut m, true)?;
         prompt_runs.push(p);
         gen_runs.push(g);
     }
@@ -98,7 +111,29 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
         gen_tok_s: median(&gen_runs),
         prompt_runs,
         gen_runs,
+        prompt_profile: b.profile.then_some(prompt_profile),
+        gen_profile: b.profile.then_some(gen_profile),
     })
+}
+
+/// A profile as a table: op kind, nodes per token, microseconds per token and
+/// share of the nodes' time, slowest first (`tokens` tokens were timed).
+pub fn profile_table(p: &Profile, tokens: usize) -> String {
+    let per = tokens.max(1) as f64;
+    let total = p.total().as_secs_f64().max(1e-12);
+    let mut out = format!("{:<16} {:>11} {:>11} {:>6}\n", "op", "nodes/tok", "us/tok", "share");
+    for (op, t) in p.by_time() {
+        let s = t.time.as_secs_f64();
+        out += &format!(
+            "{:<16} {:>11.1} {:>11.1} {:>5.1}%\n",
+            op.to_string(),
+            t.calls as f64 / per,
+            s * 1e6 / per,
+            100.0 * s / total
+        );
+    }
+    out += &format!("{:<16} {:>11} {:>11.1}\n", "all nodes", "", total * 1e6 / per);
+    out
 }
 
 fn rate(tokens: usize, secs: f64) -> f64 {

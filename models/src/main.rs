@@ -256,6 +256,9 @@ struct BenchArgs {
     /// With --model: repack Q4_0/Q4_K weights for the CPU's tile kernel (as `rgml run --repack`).
     #[arg(long)]
     repack: bool,
+    /// With --model: print the time per op kind per token (CPU only).
+    #[arg(long)]
+    profile: bool,
     /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
@@ -412,11 +415,13 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         gen_tokens: a.gen_tokens,
         reps: a.reps.unwrap_or(3),
         kv_type: a.kv_type,
+        profile: a.profile,
     };
     let backend = a
         .backend
         .open(a.threads, a.device.unwrap_or(0))
         .and_then(|be| be.with_repacked_weights(a.repack))
+        .and_then(|be| be.with_profile(a.profile))
         .map_err(|e| e.to_string())?;
     let how = format!("{backend:?}{}", if a.repack { ", repacked" } else { "" });
     let s = model_speed(path, backend, &how, &b)?;
@@ -432,6 +437,14 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
             runs(&s.prompt_runs)
         );
         outln!("generation {:>4} tokens: {:>8.1} tok/s  (passes: {})", b.gen_tokens, s.gen_tok_s, runs(&s.gen_runs));
+    }
+    let tokens = |n: usize| n * b.reps;
+    for (what, p, n) in
+        [("prompt", &s.prompt_profile, tokens(b.prompt_tokens)), ("generation", &s.gen_profile, tokens(b.gen_tokens))]
+    {
+        if let Some(p) = p {
+            eprintln!("\n{what}: time per op kind per token\n{}", rgml_models::bench_model::profile_table(p, n));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

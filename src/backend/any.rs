@@ -109,6 +109,20 @@ fn wrong_storage() -> Error {
     Error::Mismatch("the storage was allocated by the other kind of backend".into())
 }
 
+impl AnyBackend {
+    /// [`CpuBackend::with_profile`] on the CPU; on CUDA (whose kernels run
+    /// asynchronously) asking for it is [`Error::Invalid`](crate::Error::Invalid).
+    pub fn with_profile(self, on: bool) -> Result<AnyBackend> {
+        match self {
+            AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(b.with_profile(on))),
+            AnyBackend::Cuda(_) if on => {
+                Err(crate::error::Error::Invalid("profiling is a CPU backend option, not a CUDA one".into()))
+            }
+            cuda => Ok(cuda),
+        }
+    }
+}
+
 impl Backend for AnyBackend {
     type Storage = AnyStorage;
     type Rules = AnyRules;
@@ -123,6 +137,12 @@ impl Backend for AnyBackend {
         match self {
             AnyBackend::Cpu(b) => b.describe(),
             AnyBackend::Cuda(b) => b.describe(),
+        }
+    }
+    fn take_profile(&self) -> Option<crate::backend::Profile> {
+        match self {
+            AnyBackend::Cpu(b) => b.take_profile(),
+            AnyBackend::Cuda(b) => b.take_profile(),
         }
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<AnyStorage> {

@@ -7,7 +7,10 @@
 //! family, and nothing of the loop.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
 
+use super::profile::{OpKind, Profile};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -104,22 +107,33 @@ pub(crate) struct Run<'a, B> {
     pub regions: &'a HashMap<TensorId, Region<B>>,
     /// Poison mode: the plan whose freed ranges are refilled with NaN after each step.
     pub poison: Option<&'a Plan>,
+    /// Where to add each node's wall time, if profiling.
+    pub profile: Option<&'a Mutex<Profile>>,
 }
 
 /// Runs every node of the graph in order on `k`.
 pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
+    let mut profile = run.profile.map(|_| Profile::default());
     for (step, &id) in run.graph.nodes().iter().enumerate() {
         let t = run.ctx.tensor(id)?;
         if t.op().is_compute() {
+            let start = profile.as_ref().map(|_| Instant::now());
             let dst = bind(run, id, t, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
             node(k, run, t.op(), dst)?;
             k.node_done()?;
+            if let (Some(p), Some(start)) = (profile.as_mut(), start) {
+                let weight = t.op().weight().and_then(|w| run.ctx.tensor(w).ok()).map(|w| w.layout().dtype);
+                p.add(OpKind { op: t.op().name(), weight }, start.elapsed());
+            }
         }
         if let Some(plan) = run.poison {
             for &(offset, len) in plan.freed_after(step) {
                 k.fill_nan(offset, len)?;
             }
         }
+    }
+    if let (Some(into), Some(p)) = (run.profile, profile) {
+        into.lock().unwrap_or_else(|e| e.into_inner()).merge(&p);
     }
     Ok(())
 }

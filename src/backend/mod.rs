@@ -15,7 +15,7 @@
 //!   command-line flag). A model generic over `B` works with either, so the
 //!   CLI picks `AnyBackend` and tests can name the concrete backend.
 //!
-//! Layers: `traits` and `exec` (the executor loop) at the bottom, the
+//! Layers: `traits`, `profile` and `exec` (the executor loop) at the bottom, the
 //! backends above them, `any` on top.
 //!
 //! The trait is not object-safe (`set_data` is generic, storages are an
@@ -30,9 +30,11 @@ pub mod cuda;
 pub mod cuda;
 mod cuda_config;
 pub(crate) mod exec;
+mod profile;
 mod traits;
 
 pub use any::{AnyBackend, AnyRules, AnyStorage};
+pub use profile::{OpKind, OpTime, Profile};
 pub use traits::{Backend, BackendStorage};
 
 #[cfg(test)]

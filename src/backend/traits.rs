@@ -38,6 +38,12 @@ pub trait Backend {
     fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<Self::Storage>;
     /// Runs every node of `graph` in order; results stay in `storage`.
     fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()>;
+    /// The time per op kind of the computes since the last call, and starts
+    /// a new profile; `None` unless the backend profiles (the CPU's
+    /// [`with_profile`](crate::CpuBackend::with_profile)).
+    fn take_profile(&self) -> Option<crate::backend::Profile> {
+        None
+    }
     /// Plans, allocates and computes `graph`: the one-call way.
     fn run(&self, ctx: &Context, graph: &Graph) -> Result<Self::Storage> {
         let plan = self.plan(ctx, graph)?;

@@ -6,7 +6,10 @@ use super::kernels::CpuKernels;
 use super::mem::Exec;
 use super::pool::GraphPool;
 use super::storage::CpuStorage;
+use std::sync::Mutex;
+
 use crate::backend::exec;
+use crate::backend::profile::Profile;
 use crate::backend::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -22,6 +25,8 @@ pub struct CpuBackend {
     gemm: rayon::ThreadPool,
     poison: bool,
     repack: bool,
+    /// The node times since the last `take_profile`, when profiling.
+    profile: Option<Mutex<Profile>>,
 }
 
 /// What the CPU kernels allow the planner: 64-byte alignment, and the ops'
@@ -50,7 +55,7 @@ impl CpuBackend {
             .thread_name(|i| format!("rgml-gemm-{i}"))
             .build()
             .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
-        Ok(CpuBackend { pool, gemm, poison: false, repack: false })
+        Ok(CpuBackend { pool, gemm, poison: false, repack: false, profile: None })
     }
     /// Poison mode (a debug aid): before a run the plan buffer (inputs
     /// excepted) is filled with NaN bytes, and every range the plan frees is
@@ -70,6 +75,13 @@ impl CpuBackend {
     /// same; a matrix-vector product runs about 1.4–2× faster (see the README).
     pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
         self.repack = repack;
+        self
+    }
+    /// Profiling (off by default): every compute adds each node's wall time
+    /// to a [`Profile`] by op kind, which [`Backend::take_profile`] returns.
+    /// Costs two clock reads a node.
+    pub fn with_profile(mut self, on: bool) -> CpuBackend {
+        self.profile = on.then(Mutex::default);
         self
     }
     /// Whether [`CpuBackend::with_repacked_weights`] is on.
@@ -114,7 +126,7 @@ impl CpuBackend {
                 exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
             }
             let poison = self.poison.then_some(&*plan);
-            exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison })
+            exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison, profile: self.profile.as_ref() })
         })
     }
 
@@ -147,6 +159,10 @@ impl Backend for CpuBackend {
     }
     fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage) -> Result<()> {
         CpuBackend::compute(self, ctx, graph, storage)
+    }
+    fn take_profile(&self) -> Option<Profile> {
+        let p = self.profile.as_ref()?;
+        Some(std::mem::take(&mut *p.lock().unwrap_or_else(|e| e.into_inner())))
     }
 }
 

@@ -174,7 +174,7 @@ impl CudaBackend {
             let buf = storage.buffer_extent();
             let mut k = self.kernels(flags, buf);
             exec::poison_all(&mut k, ctx, graph, &storage.plan, buf.1)?;
-            exec::run(&mut k, &Run { ctx, graph, regions: &regions, poison: Some(&storage.plan) })?;
+            exec::run(&mut k, &Run { ctx, graph, regions: &regions, poison: Some(&storage.plan), profile: None })?;
         } else if self.graphs {
             let key = Key::new(graph, &regions, flags, self.quant);
             let mut eager = || self.run_nodes(ctx, graph, &regions, flags);
@@ -207,7 +207,7 @@ impl CudaBackend {
         flags: u64,
     ) -> Result<()> {
         self.dev.scratch.release()?;
-        exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None })
+        exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None, profile: None })
     }
 
     /// Quantizes `x` (rows of `k` values, `x.len() / k` of them) on the device
