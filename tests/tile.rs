@@ -35,7 +35,7 @@ use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 5] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+const TYPES: [DType; 6] = [DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,6 +52,7 @@ enum Kind {
 fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     match t {
         DType::Q4_0 => (0..2, 2..18),
+        DType::Q5_0 => (0..2, 2..22),
         DType::Q8_0 => (0..2, 2..34),
         DType::Q4_K => (0..16, 16..144),
         DType::Q5_K => (0..16, 16..176),
@@ -291,12 +292,16 @@ fn the_best_kernel_is_the_detected_level() {
             assert!(tile_kernel(w).is_none(), "Q8_0 has no scalar tile");
             continue;
         }
+        if w == DType::Q5_0 && SimdLevel::detect() != SimdLevel::Avx512 {
+            assert!(tile_kernel(w).is_none(), "{w} has an AVX-512 tile only");
+            continue;
+        }
         let t = tile_kernel(w).expect("Q4_0 and Q8_0 have tile kernels");
         assert_eq!((t.weight_type(), t.level()), (w, SimdLevel::detect()));
         assert!(t.min_rows() >= 1 && t.mr() >= 1);
     }
     assert!(tile_kernel_for(DType::Q8_0, SimdLevel::Scalar).is_none());
-    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
+    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
         assert!(tile_kernel(w).is_none(), "{w}");
     }
 }

@@ -97,7 +97,7 @@ mod tests {
         a.add(q, ms(1));
         assert_eq!(a.by_time().len(), 4);
         assert_eq!((q.to_string(), k("add").to_string()), ("mul_mat(q4_1)".to_string(), "add".to_string()));
-        assert_eq!(a.total(), ms(12));
+        assert_eq!(a.total(), ms(13));
         assert!(!a.is_empty() && Profile::default().is_empty());
     }
 }

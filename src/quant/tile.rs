@@ -150,6 +150,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q5_0) => (avx512::MR, 1, avx512::q5_0),
+        #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 1, avx512::q4_k),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
@@ -223,6 +225,7 @@ fn k_quant(w: DType) -> bool {
 fn weight_offset(w: DType) -> i32 {
     match w {
         DType::Q4_0 => 8,
+        DType::Q5_0 => 16,
         _ => 128,
     }
 }
@@ -283,20 +286,25 @@ impl TileKernel {
             out.copy_from_slice(a);
             return Ok(());
         }
-        let bytes = DType::Q8_0.type_size();
+        let partner = DType::Q8_0;
+        let (bytes, head) = (partner.type_size(), partner.type_size() - QK);
         let nb = a.len() / bytes;
         if !a.len().is_multiple_of(bytes) || out.len() != nb * PREPARED_BLOCK {
             return Err(Error::shape(
                 OP,
-                format!("{} Q8_0 bytes and {} prepared bytes do not make whole matching blocks", a.len(), out.len()),
+                format!(
+                    "{} {partner} bytes and {} prepared bytes do not make whole matching blocks",
+                    a.len(),
+                    out.len()
+                ),
             ));
         }
         let off = weight_offset(self.w);
         for (blk, dst) in a.chunks_exact(bytes).zip(out.chunks_exact_mut(PREPARED_BLOCK)) {
-            let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-            let sum: i32 = blk[2..].iter().map(|&q| i32::from(q as i8)).sum();
-            dst[..QK].copy_from_slice(&blk[2..]);
-            dst[QK..QK + 4].copy_from_slice(&d.to_le_bytes());
+            let f16_at = |i: usize| f16_to_f32(u16::from_le_bytes([blk[i], blk[i + 1]]));
+            dst[..QK].copy_from_slice(&blk[head..]);
+            dst[QK..QK + 4].copy_from_slice(&f16_at(0).to_le_bytes());
+            let sum: i32 = blk[head..].iter().map(|&q| i32::from(q as i8)).sum();
             dst[QK + 4..].copy_from_slice(&(-off * sum).to_le_bytes());
         }
         Ok(())

@@ -60,17 +60,29 @@ fn silu(x: f32) -> f32 {
 /// backend computes it: from the input rounded to f16, the result rounded to f16 (its
 /// lookup table of every f16), 0 from -10 down and `x` from 10 up. Models tested
 /// against llama.cpp (Gemma's GeGLU) depend on the rounding.
+/// The f16 result is looked up by the f16 input's bits, as ggml does (one
+/// `tanh` per f16 value, once per process, instead of one per element).
 pub(crate) fn gelu(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const COEF_A: f32 = 0.044715;
     if x <= -10.0 {
         return 0.0;
     }
     if x >= 10.0 {
         return x;
     }
-    let h = half::f16::from_f32(x).to_f32();
-    half::f16::from_f32(0.5 * h * (1.0 + (SQRT_2_OVER_PI * h * (1.0 + COEF_A * h * h)).tanh())).to_f32()
+    let table =
+        GELU_F16.get_or_init(|| (0..=u16::MAX).map(|b| gelu_of_f16(half::f16::from_bits(b)).to_bits()).collect());
+    half::f16::from_bits(table[usize::from(half::f16::from_f32(x).to_bits())]).to_f32()
+}
+
+/// GELU of every f16 value, by its bits.
+static GELU_F16: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+
+/// The tanh GELU of one f16 input, rounded to f16.
+fn gelu_of_f16(h: half::f16) -> half::f16 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044715;
+    let h = h.to_f32();
+    half::f16::from_f32(0.5 * h * (1.0 + (SQRT_2_OVER_PI * h * (1.0 + COEF_A * h * h)).tanh()))
 }
 
 fn all_f32(ls: &[&crate::layout::Layout]) -> bool {

@@ -1,4 +1,4 @@
-//! The 32-value tiles: Q4_0 and Q8_0 weights, prepared Q8_0 activations.
+//! The 32-value tiles: Q4_0, Q5_0 and Q8_0 weights, prepared Q8_0 activations.
 //!
 //! Per chunk of [`KC`] blocks the weight rows are packed (see [`pack_q4_0`],
 //! [`pack_q8_0`]): block `b` becomes 8 vectors whose lane `r` holds four
@@ -29,6 +29,22 @@ const NR: usize = 8;
 /// One packed block: 8 quant vectors and the scales (f32 bits).
 type Packed = [__m512i; 9];
 
+/// What the tile loop needs of a packed block: its 16 lanes' dots with one
+/// prepared activation block, added to `acc`.
+trait Dot: Copy {
+    /// # Safety
+    /// `p` must point at a prepared block; the CPU must have AVX-512 VNNI.
+    unsafe fn dot(&self, acc: __m512, p: *const u8) -> __m512;
+}
+
+impl Dot for Packed {
+    #[inline(always)]
+    unsafe fn dot(&self, acc: __m512, p: *const u8) -> __m512 {
+        // the correction -off · Σ q_a undoes the unsigned bias
+        block(acc, self, p, bcast(p.add(36)))
+    }
+}
+
 /// Block `b` of 16 Q4_0 rows: the 16 quant bytes of each row are transposed
 /// by dwords (lane `r` of vector `t < 4` holds bytes `4t..4t + 4` of row `r`),
 /// then split into low nibbles (values `4t..`) and high nibbles (values
@@ -46,6 +62,41 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
     for e in 0..4 {
         out[e] = _mm512_and_si512(t[e], m4);
         out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
+    }
+    out[8] = scales(p, off);
+    out
+}
+
+/// Block `b` of 16 Q5_0 rows: the low four bits as for Q4_0 ([`pack_q4_0`]),
+/// and bit 4 of each quant from the rows' 32-bit `qh` words (bit `j` for
+/// value `j`): for each vector, the byte of `qh` that holds its four values'
+/// bits is spread over the four bytes of its lane and tested bit by bit.
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let t = transpose16(p, off + 6);
+    let mut qh = [0u32; MR];
+    for r in 0..MR {
+        qh[r] = u32::from_le(p[r].add(off + 2).cast::<u32>().read_unaligned());
+    }
+    let qh = _mm512_loadu_si512(qh.as_ptr().cast());
+    let (m4, bit4) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x10));
+    let mut out = [_mm512_setzero_si512(); 9];
+    for e in 0..8 {
+        // values 4e'..4e'+4 of the low (e < 4) or high (e ≥ 4) nibbles: qh bits
+        // v..v+4 with v = 4e' or 16 + 4e', in byte v / 8 at bit v % 8
+        let v = if e < 4 { 4 * e } else { 16 + 4 * (e - 4) };
+        let nib = if e < 4 { t[e] } else { _mm512_srli_epi16::<4>(t[e - 4]) };
+        let sel = |q: i32| (4 * q + (v / 8) as i32) * 0x0101_0101;
+        let spread = _mm512_shuffle_epi8(qh, _mm512_broadcast_i32x4(_mm_setr_epi32(sel(0), sel(1), sel(2), sel(3))));
+        let bits = _mm512_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (v % 8))));
+        let high = _mm512_test_epi8_mask(spread, bits);
+        let low = _mm512_and_si512(nib, m4);
+        out[e] = _mm512_mask_add_epi8(low, high, low, bit4);
     }
     out[8] = scales(p, off);
     out
@@ -79,7 +130,7 @@ unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
 /// `mask` must be writable (and readable unless `first`); the CPU must have AVX-512 VNNI.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn group<const N: usize>(pk: &[Packed], a: [*const u8; N], o: [*mut f32; N], mask: __mmask16, first: bool) {
+unsafe fn group<const N: usize, P: Dot>(pk: &[P], a: [*const u8; N], o: [*mut f32; N], mask: __mmask16, first: bool) {
     let mut acc = [_mm512_setzero_ps(); N];
     if !first {
         for j in 0..N {
@@ -88,7 +139,7 @@ unsafe fn group<const N: usize>(pk: &[Packed], a: [*const u8; N], o: [*mut f32; 
     }
     for (bi, w) in pk.iter().enumerate() {
         for j in 0..N {
-            acc[j] = block(acc[j], w, a[j].add(bi * PB));
+            acc[j] = w.dot(acc[j], a[j].add(bi * PB));
         }
     }
     for j in 0..N {
@@ -97,16 +148,15 @@ unsafe fn group<const N: usize>(pk: &[Packed], a: [*const u8; N], o: [*mut f32; 
 }
 
 /// `acc` plus the 16 lanes' dots of the packed block `w` with the prepared
-/// activation block at `p`.
+/// activation block at `p`, the integer sums starting from `init`.
 ///
 /// # Safety
 /// `p` must point at a prepared block; the CPU must have AVX-512 VNNI.
 #[inline(always)]
-unsafe fn block(acc: __m512, w: &Packed, p: *const u8) -> __m512 {
+unsafe fn block(acc: __m512, w: &Packed, p: *const u8, init: __m512i) -> __m512 {
     // two chains of 4 `vpdpbusd` (not one of 8), so that a single activation
-    // row does not wait on their latency; the first starts from the correction
-    // -off · Σ q_a, which undoes the unsigned bias
-    let (mut s0, mut s1) = (bcast(p.add(36)), _mm512_setzero_si512());
+    // row does not wait on their latency
+    let (mut s0, mut s1) = (init, _mm512_setzero_si512());
     for t in 0..4 {
         s0 = _mm512_dpbusd_epi32(s0, w[2 * t], bcast(p.add(8 * t)));
         s1 = _mm512_dpbusd_epi32(s1, w[2 * t + 1], bcast(p.add(8 * t + 4)));
@@ -118,6 +168,8 @@ unsafe fn block(acc: __m512, w: &Packed, p: *const u8) -> __m512 {
 
 /// Q4_0 weight rows (18-byte blocks).
 struct Q4_0Rows(Rows);
+/// Q5_0 weight rows (22-byte blocks).
+struct Q5_0Rows(Rows);
 /// Q8_0 weight rows (34-byte blocks).
 struct Q8_0Rows(Rows);
 /// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the four
@@ -128,6 +180,13 @@ impl Blocks<Packed> for Q4_0Rows {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         pack_q4_0(&self.0, b)
+    }
+}
+
+impl Blocks<Packed> for Q5_0Rows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed {
+        pack_q5_0(&self.0, b)
     }
 }
 
@@ -175,10 +234,10 @@ unsafe fn unpack_q4_0(p: *const u8) -> Packed {
 /// As for [`tile`], with one activation row at `a` and its 16-lane output at `o`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn single(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, mask: __mmask16) {
+unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f32, mask: __mmask16) {
     let mut acc = _mm512_setzero_ps();
     for b in 0..nb {
-        acc = block(acc, &w.get(b), a.add(b * PB));
+        acc = w.get(b).dot(acc, a.add(b * PB));
     }
     _mm512_mask_storeu_ps(o, mask, acc);
 }
@@ -190,15 +249,15 @@ unsafe fn single(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, 
 /// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile(nb: usize, w: &impl Blocks<Packed>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
     let o = out.as_mut_ptr();
     if let [a] = a {
         return single(nb, w, a.as_ptr(), o, mask);
     }
     // written before it is read: no need to zero 18 KiB per call
-    let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();
-    let base = buf.as_mut_ptr().cast::<Packed>();
+    let mut buf = std::mem::MaybeUninit::<[P; KC]>::uninit();
+    let base = buf.as_mut_ptr().cast::<P>();
     let mut b0 = 0;
     while b0 < nb {
         let kc = KC.min(nb - b0);
@@ -218,7 +277,7 @@ unsafe fn tile(nb: usize, w: &impl Blocks<Packed>, rows: usize, a: &[&[u8]], out
                         ap[jj] = a[j + jj].as_ptr().add(b0 * PB);
                         op[jj] = o.add((j + jj) * stride);
                     }
-                    group::<$n>(pk, ap, op, mask, b0 == 0);
+                    group::<$n, P>(pk, ap, op, mask, b0 == 0);
                     j += $n;
                 }};
             }
@@ -239,6 +298,14 @@ unsafe fn tile(nb: usize, w: &impl Blocks<Packed>, rows: usize, a: &[&[u8]], out
 /// The contract of `super::super::common::RawTile`, at this level.
 pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
+}
+
+/// Q5_0 weights.
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q5_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile(nb, &Q5_0Rows(Rows::new(w, 22)), w.len(), a, out, stride)
 }
 
 /// Q8_0 weights.
