@@ -35,7 +35,7 @@ use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 6] = [DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+const TYPES: [DType; 7] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,7 +52,9 @@ enum Kind {
 fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     match t {
         DType::Q4_0 => (0..2, 2..18),
+        DType::Q4_1 => (0..4, 4..20),
         DType::Q5_0 => (0..2, 2..22),
+        DType::Q8_1 => (0..4, 4..36),
         DType::Q8_0 => (0..2, 2..34),
         DType::Q4_K => (0..16, 16..144),
         DType::Q5_K => (0..16, 16..176),
@@ -154,6 +156,18 @@ fn rows(w: DType, k: usize, m: usize, n: usize, kind: Kind, no_min: bool, seed: 
 
 /// Per value of a weight row, `|scaled quant| + |min term|`.
 fn weight_terms(w: DType, k: usize, row: &[u8]) -> Vec<f64> {
+    if w == DType::Q4_1 {
+        let f16 = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64();
+        return row
+            .chunks_exact(20)
+            .flat_map(|b| {
+                (0..32).map(move |v| {
+                    (f16(b) * f64::from((b[4 + v % 16] >> (4 * (v / 16))) & 15)).abs() + f16(&b[2..]).abs()
+                })
+            })
+            .take(k)
+            .collect();
+    }
     if !matches!(w, DType::Q4_K | DType::Q5_K) {
         let mut x = vec![0f32; k];
         dequantize_row(w, row, &mut x).unwrap();
@@ -292,7 +306,7 @@ fn the_best_kernel_is_the_detected_level() {
             assert!(tile_kernel(w).is_none(), "Q8_0 has no scalar tile");
             continue;
         }
-        if w == DType::Q5_0 && SimdLevel::detect() != SimdLevel::Avx512 {
+        if matches!(w, DType::Q4_1 | DType::Q5_0) && SimdLevel::detect() != SimdLevel::Avx512 {
             assert!(tile_kernel(w).is_none(), "{w} has an AVX-512 tile only");
             continue;
         }
@@ -301,7 +315,7 @@ fn the_best_kernel_is_the_detected_level() {
         assert!(t.min_rows() >= 1 && t.mr() >= 1);
     }
     assert!(tile_kernel_for(DType::Q8_0, SimdLevel::Scalar).is_none());
-    for w in [DType::F32, DType::F16, DType::Q4_1, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
+    for w in [DType::F32, DType::F16, DType::Q2_K, DType::Q3_K, DType::Q8_1] {
         assert!(tile_kernel(w).is_none(), "{w}");
     }
 }

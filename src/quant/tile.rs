@@ -151,6 +151,11 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q5_0) => (avx512::MR, 1, avx512::q5_0),
+        // Q4_1 from 2 rows: one activation row stays on the dot kernel, whose
+        // order of summation the greedy SmolLM2 answer checked against llama.cpp
+        // was matched with (the single-row tile is faster but flips a near-tie there)
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::Q4_1) => (avx512::MR, 2, avx512::q4_1),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 1, avx512::q4_k),
         #[cfg(target_arch = "x86_64")]
@@ -262,7 +267,7 @@ impl TileKernel {
     }
 
     /// Prepares one activation row for [`TileKernel::run`]: `a` is a row of
-    /// the weight type's dot partner (Q8_0, or Q8_K for the k-quants, as
+    /// the weight type's dot partner (Q8_0; Q8_1 for Q4_1; Q8_K for the k-quants, as
     /// [`quantize_activations`](super::dot::quantize_activations) writes it),
     /// `out` receives [`TileKernel::prepared_row_size`] bytes (the format is
     /// the same on every level; for the k-quants it is the Q8_K row itself).
@@ -286,7 +291,8 @@ impl TileKernel {
             out.copy_from_slice(a);
             return Ok(());
         }
-        let partner = DType::Q8_0;
+        // Q4_1 pairs with Q8_1 (d, s = d·Σq, then the quants), the rest with Q8_0
+        let partner = if self.w == DType::Q4_1 { DType::Q8_1 } else { DType::Q8_0 };
         let (bytes, head) = (partner.type_size(), partner.type_size() - QK);
         let nb = a.len() / bytes;
         if !a.len().is_multiple_of(bytes) || out.len() != nb * PREPARED_BLOCK {
@@ -304,8 +310,13 @@ impl TileKernel {
             let f16_at = |i: usize| f16_to_f32(u16::from_le_bytes([blk[i], blk[i + 1]]));
             dst[..QK].copy_from_slice(&blk[head..]);
             dst[QK..QK + 4].copy_from_slice(&f16_at(0).to_le_bytes());
-            let sum: i32 = blk[head..].iter().map(|&q| i32::from(q as i8)).sum();
-            dst[QK + 4..].copy_from_slice(&(-off * sum).to_le_bytes());
+            if partner == DType::Q8_1 {
+                // the min term's s (f32), in place of a correction
+                dst[QK + 4..].copy_from_slice(&f16_at(2).to_le_bytes());
+            } else {
+                let sum: i32 = blk[head..].iter().map(|&q| i32::from(q as i8)).sum();
+                dst[QK + 4..].copy_from_slice(&(-off * sum).to_le_bytes());
+            }
         }
         Ok(())
     }

@@ -1,4 +1,5 @@
-//! The 32-value tiles: Q4_0, Q5_0 and Q8_0 weights, prepared Q8_0 activations.
+//! The 32-value tiles: Q4_0, Q5_0 and Q8_0 weights with prepared Q8_0
+//! activations, Q4_1 weights with prepared Q8_1 activations.
 //!
 //! Per chunk of [`KC`] blocks the weight rows are packed (see [`pack_q4_0`],
 //! [`pack_q8_0`]): block `b` becomes 8 vectors whose lane `r` holds four
@@ -29,19 +30,67 @@ const NR: usize = 8;
 /// One packed block: 8 quant vectors and the scales (f32 bits).
 type Packed = [__m512i; 9];
 
+/// A packed block of 16 Q4_1 rows: quants and scales as [`Packed`], and the
+/// rows' mins (f32).
+#[derive(Clone, Copy)]
+struct WithMins(Packed, __m512);
+
 /// What the tile loop needs of a packed block: its 16 lanes' dots with one
 /// prepared activation block, added to `acc`.
 trait Dot: Copy {
+    /// The running sums of one activation row's 16 lanes.
+    type Acc: Copy;
+    /// Sums that start from `init`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F.
+    unsafe fn start(init: __m512) -> Self::Acc;
+    /// `acc` plus this block's dots with the prepared block at `p`.
+    ///
     /// # Safety
     /// `p` must point at a prepared block; the CPU must have AVX-512 VNNI.
-    unsafe fn dot(&self, acc: __m512, p: *const u8) -> __m512;
+    unsafe fn dot(&self, acc: Self::Acc, p: *const u8) -> Self::Acc;
+    /// The 16 lanes' totals.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F.
+    unsafe fn finish(acc: Self::Acc) -> __m512;
 }
 
 impl Dot for Packed {
+    type Acc = __m512;
+    #[inline(always)]
+    unsafe fn start(init: __m512) -> __m512 {
+        init
+    }
     #[inline(always)]
     unsafe fn dot(&self, acc: __m512, p: *const u8) -> __m512 {
         // the correction -off · Σ q_a undoes the unsigned bias
         block(acc, self, p, bcast(p.add(36)))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: __m512) -> __m512 {
+        acc
+    }
+}
+
+impl Dot for WithMins {
+    /// The scaled quant terms and the min terms, apart until the end (as
+    /// ggml's `q4_1_q8_1` keeps them).
+    type Acc = (__m512, __m512);
+    #[inline(always)]
+    unsafe fn start(init: __m512) -> (__m512, __m512) {
+        (init, _mm512_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn dot(&self, acc: (__m512, __m512), p: *const u8) -> (__m512, __m512) {
+        // Σ (d_w q_w + m_w) d_a q_a = d_w d_a Σ q_w q_a + m_w s_a, with s_a (f32) at 36
+        let mins = _mm512_fmadd_ps(self.1, _mm512_set1_ps(p.add(36).cast::<f32>().read_unaligned()), acc.1);
+        (block(acc.0, &self.0, p, _mm512_setzero_si512()), mins)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: (__m512, __m512)) -> __m512 {
+        _mm512_add_ps(acc.0, acc.1)
     }
 }
 
@@ -65,6 +114,26 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
     }
     out[8] = scales(p, off);
     out
+}
+
+/// Block `b` of 16 Q4_1 rows: the quants as for Q4_0 ([`pack_q4_0`]; Q4_1's
+/// are unsigned already), the scales, and the mins.
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pack_q4_1(rows: &Rows, b: usize) -> WithMins {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let t = transpose16(p, off + 4);
+    let m4 = _mm512_set1_epi8(0x0f);
+    let mut out = [_mm512_setzero_si512(); 9];
+    for e in 0..4 {
+        out[e] = _mm512_and_si512(t[e], m4);
+        out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
+    }
+    out[8] = scales(p, off);
+    WithMins(out, _mm512_castsi512_ps(scales(p, off + 2)))
 }
 
 /// Block `b` of 16 Q5_0 rows: the low four bits as for Q4_0 ([`pack_q4_0`]),
@@ -131,10 +200,10 @@ unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn group<const N: usize, P: Dot>(pk: &[P], a: [*const u8; N], o: [*mut f32; N], mask: __mmask16, first: bool) {
-    let mut acc = [_mm512_setzero_ps(); N];
+    let mut acc = [P::start(_mm512_setzero_ps()); N];
     if !first {
         for j in 0..N {
-            acc[j] = _mm512_maskz_loadu_ps(mask, o[j]);
+            acc[j] = P::start(_mm512_maskz_loadu_ps(mask, o[j]));
         }
     }
     for (bi, w) in pk.iter().enumerate() {
@@ -143,7 +212,7 @@ unsafe fn group<const N: usize, P: Dot>(pk: &[P], a: [*const u8; N], o: [*mut f3
         }
     }
     for j in 0..N {
-        _mm512_mask_storeu_ps(o[j], mask, acc[j]);
+        _mm512_mask_storeu_ps(o[j], mask, P::finish(acc[j]));
     }
 }
 
@@ -168,6 +237,8 @@ unsafe fn block(acc: __m512, w: &Packed, p: *const u8, init: __m512i) -> __m512 
 
 /// Q4_0 weight rows (18-byte blocks).
 struct Q4_0Rows(Rows);
+/// Q4_1 weight rows (20-byte blocks).
+struct Q4_1Rows(Rows);
 /// Q5_0 weight rows (22-byte blocks).
 struct Q5_0Rows(Rows);
 /// Q8_0 weight rows (34-byte blocks).
@@ -180,6 +251,13 @@ impl Blocks<Packed> for Q4_0Rows {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         pack_q4_0(&self.0, b)
+    }
+}
+
+impl Blocks<WithMins> for Q4_1Rows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> WithMins {
+        pack_q4_1(&self.0, b)
     }
 }
 
@@ -235,11 +313,11 @@ unsafe fn unpack_q4_0(p: *const u8) -> Packed {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f32, mask: __mmask16) {
-    let mut acc = _mm512_setzero_ps();
+    let mut acc = P::start(_mm512_setzero_ps());
     for b in 0..nb {
         acc = w.get(b).dot(acc, a.add(b * PB));
     }
-    _mm512_mask_storeu_ps(o, mask, acc);
+    _mm512_mask_storeu_ps(o, mask, P::finish(acc));
 }
 
 /// The tile loop over the blocks of `w` (`rows` weight rows).
@@ -298,6 +376,14 @@ unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], 
 /// The contract of `super::super::common::RawTile`, at this level.
 pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
+}
+
+/// Q4_1 weights (prepared Q8_1 activations).
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q4_1(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile(nb, &Q4_1Rows(Rows::new(w, 20)), w.len(), a, out, stride)
 }
 
 /// Q5_0 weights.

@@ -17,4 +17,4 @@ mod legacy;
 
 pub(super) use k::{q4_k, q4_k_packed, q5_k, q6_k};
 pub(super) use lanes::MR;
-pub(super) use legacy::{q4_0, q4_0_packed, q5_0, q8_0};
+pub(super) use legacy::{q4_0, q4_0_packed, q4_1, q5_0, q8_0};
