@@ -29,6 +29,8 @@ to compare the engines on a shared machine.
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -107,7 +109,8 @@ def main():
     ap.add_argument("--load", help="a command to run during every round (a competing load)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
-    load = subprocess.Popen(a.load, shell=True) if a.load else None
+    # its own process group, so that the shell and what it started stop together
+    load = subprocess.Popen(a.load, shell=True, start_new_session=True) if a.load else None
     try:
         if load:
             time.sleep(0.5)
@@ -120,7 +123,7 @@ def main():
                   f"decode {rg:7.1f} tok/s | ratio prompt {rp / lp:.2f} decode {rg / lg:.2f}", file=sys.stderr)
     finally:
         if load:
-            load.kill()
+            os.killpg(load.pid, signal.SIGKILL)
     med = lambda k: statistics.median(x[k] for x in rows)
     pr = [x[2] / x[0] for x in rows]
     gr = [x[3] / x[1] for x in rows]
