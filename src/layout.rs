@@ -21,6 +21,14 @@ pub struct Layout {
     pub block_dim: usize,
 }
 
+/// The index of the `k`-th of `counts` units in logical order (dim 0
+/// fastest): [`Layout::unit_index`] with the counts computed once, for loops.
+#[inline]
+pub(crate) fn unravel_units(k: usize, counts: [usize; 4]) -> [usize; 4] {
+    let u = counts;
+    [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])]
+}
+
 /// How two layouts placed in the same storage share bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Overlap {
@@ -99,8 +107,7 @@ impl Layout {
     /// storage unit in logical order.
     #[inline]
     pub fn unit_index(&self, k: usize) -> [usize; 4] {
-        let u = self.unit_counts();
-        [k % u[0], (k / u[0]) % u[1], (k / (u[0] * u[1])) % u[2], k / (u[0] * u[1] * u[2])]
+        unravel_units(k, self.unit_counts())
     }
     /// Byte offset of the storage unit at unit index `u`.
     #[inline]
@@ -291,8 +298,8 @@ impl Layout {
 
     /// Start byte of every element (block) in logical order, plus `base`.
     fn unit_offsets(&self, base: usize) -> Vec<usize> {
-        let n = self.unit_counts().iter().product();
-        (0..n).map(|k| base + self.unit_offset(self.unit_index(k))).collect()
+        let u = self.unit_counts();
+        (0..u.iter().product()).map(|k| base + self.unit_offset(unravel_units(k, u))).collect()
     }
 }
 

@@ -68,10 +68,20 @@ impl AnyBackend {
     /// weights on CUDA is [`Error::Invalid`](crate::Error::Invalid): its
     /// kernels read weights as they are.
     pub fn with_repacked_weights(self, repack: bool) -> Result<AnyBackend> {
+        self.cpu_option("repacked weights", repack, CpuBackend::with_repacked_weights)
+    }
+    /// [`CpuBackend::with_profile`] on the CPU; on CUDA (whose kernels run
+    /// asynchronously) asking for it is [`Error::Invalid`](crate::Error::Invalid).
+    pub fn with_profile(self, on: bool) -> Result<AnyBackend> {
+        self.cpu_option("profiling", on, CpuBackend::with_profile)
+    }
+    /// A CPU-only setting: `set(cpu, on)` on the CPU; on CUDA, off is a no-op
+    /// and on is an error naming `what`.
+    fn cpu_option(self, what: &str, on: bool, set: fn(CpuBackend, bool) -> CpuBackend) -> Result<AnyBackend> {
         match self {
-            AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(b.with_repacked_weights(repack))),
-            AnyBackend::Cuda(_) if repack => {
-                Err(crate::error::Error::Invalid("repacked weights are a CPU backend option, not a CUDA one".into()))
+            AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(set(b, on))),
+            AnyBackend::Cuda(_) if on => {
+                Err(crate::error::Error::Invalid(format!("{what}: only the CPU backend has this option, not CUDA")))
             }
             cuda => Ok(cuda),
         }
@@ -107,20 +117,6 @@ impl ReuseRules for AnyRules {
 
 fn wrong_storage() -> Error {
     Error::Mismatch("the storage was allocated by the other kind of backend".into())
-}
-
-impl AnyBackend {
-    /// [`CpuBackend::with_profile`] on the CPU; on CUDA (whose kernels run
-    /// asynchronously) asking for it is [`Error::Invalid`](crate::Error::Invalid).
-    pub fn with_profile(self, on: bool) -> Result<AnyBackend> {
-        match self {
-            AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(b.with_profile(on))),
-            AnyBackend::Cuda(_) if on => {
-                Err(crate::error::Error::Invalid("profiling is a CPU backend option, not a CUDA one".into()))
-            }
-            cuda => Ok(cuda),
-        }
-    }
 }
 
 impl Backend for AnyBackend {

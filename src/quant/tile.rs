@@ -82,7 +82,7 @@
 
 use super::blocks::{QK, QK_K};
 use super::common::f16_to_f32;
-use super::dot::SimdLevel;
+use super::dot::{vec_dot_type, SimdLevel};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -291,8 +291,8 @@ impl TileKernel {
             out.copy_from_slice(a);
             return Ok(());
         }
-        // Q4_1 pairs with Q8_1 (d, s = d·Σq, then the quants), the rest with Q8_0
-        let partner = if self.w == DType::Q4_1 { DType::Q8_1 } else { DType::Q8_0 };
+        // the dot partner: Q8_1 (d, s = d·Σq, then the quants) for Q4_1, else Q8_0
+        let partner = vec_dot_type(self.w);
         let (bytes, head) = (partner.type_size(), partner.type_size() - QK);
         let nb = a.len() / bytes;
         if !a.len().is_multiple_of(bytes) || out.len() != nb * PREPARED_BLOCK {

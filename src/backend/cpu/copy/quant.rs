@@ -6,7 +6,7 @@
 use super::plain;
 use crate::backend::cpu::mem::{Exec, FirstError, Strided, StridedMut};
 use crate::error::Result;
-use crate::layout::Layout;
+use crate::layout::{unravel_units, Layout};
 use crate::quant;
 
 /// True if `t`'s rows are runs of whole packed blocks (or packed plain elements).
@@ -83,10 +83,11 @@ where
 {
     let bs = l.dtype.block_size();
     let errors = FirstError::default();
-    ex.for_ranges(l.unit_counts().iter().product(), bs, |range| {
+    let counts = l.unit_counts();
+    ex.for_ranges(counts.iter().product(), bs, |range| {
         let mut vals = vec![0f32; bs];
         for k in range {
-            let idx = l.unit_index(k);
+            let idx = unravel_units(k, counts);
             errors.keep(f(l, idx, l.unit_offset(idx), &mut vals));
         }
     });

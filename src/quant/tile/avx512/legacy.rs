@@ -104,8 +104,19 @@ impl Dot for WithMins {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
+    nibble_block(rows, b, 2)
+}
+
+/// Block `b` of 16 rows of 4-bit quants at byte `qs` of each block, scales
+/// (f16) at byte 0: the transposed quants split into nibbles, and the scales.
+///
+/// # Safety
+/// As for [`pack_q4_0`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
     let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose16(p, off + 2);
+    let t = transpose16(p, off + qs);
     let m4 = _mm512_set1_epi8(0x0f);
     let mut out = [_mm512_setzero_si512(); 9];
     for e in 0..4 {
@@ -124,16 +135,8 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn pack_q4_1(rows: &Rows, b: usize) -> WithMins {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose16(p, off + 4);
-    let m4 = _mm512_set1_epi8(0x0f);
-    let mut out = [_mm512_setzero_si512(); 9];
-    for e in 0..4 {
-        out[e] = _mm512_and_si512(t[e], m4);
-        out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
-    }
-    out[8] = scales(p, off);
-    WithMins(out, _mm512_castsi512_ps(scales(p, off + 2)))
+    let mins = scales(&rows.ptr, b * rows.wb + 2);
+    WithMins(nibble_block(rows, b, 4), _mm512_castsi512_ps(mins))
 }
 
 /// Block `b` of 16 Q5_0 rows: the low four bits as for Q4_0 ([`pack_q4_0`]),
