@@ -5,7 +5,6 @@
 //! later one, so program order is always a valid schedule, and it gives eager
 //! semantics: a node that reads a storage sees exactly the writes built before it.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,7 +37,7 @@ pub struct Graph {
     nodes: Vec<TensorId>,
     leafs: Vec<TensorId>,
     outputs: Vec<TensorId>,
-    members: HashSet<TensorId>,
+    members: crate::id::IdSet,
 }
 
 impl Graph {
@@ -52,7 +51,7 @@ impl Graph {
             nodes: Vec::new(),
             leafs: Vec::new(),
             outputs: Vec::new(),
-            members: HashSet::new(),
+            members: Default::default(),
         }
     }
     /// A graph computing `outputs`.

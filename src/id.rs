@@ -26,3 +26,29 @@ impl fmt::Display for TensorId {
         write!(f, "#{}", self.idx)
     }
 }
+
+/// A hasher for [`TensorId`] keys (FxHash's multiply-rotate): the executor and
+/// planner look ids up per node, where the standard SipHash is most of the cost.
+/// Ids are not attacker-chosen, so a keyed hash buys nothing here.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.write_u64(u64::from(b)));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// A map keyed by [`TensorId`] with [`IdHasher`].
+pub(crate) type IdMap<V> = std::collections::HashMap<TensorId, V, std::hash::BuildHasherDefault<IdHasher>>;
+/// A set of [`TensorId`]s with [`IdHasher`].
+pub(crate) type IdSet = std::collections::HashSet<TensorId, std::hash::BuildHasherDefault<IdHasher>>;

@@ -308,6 +308,22 @@ pub enum Op {
         /// The tiled tensor.
         a: TensorId,
     },
+    /// ggml's `flash_attn_ext`: per query row and head, `softmax(q·kᵀ·scale +
+    /// slope·mask)·v` without a scores tensor.
+    FlashAttn {
+        /// Queries `[d, n_q, n_head, n_seq]`.
+        q: TensorId,
+        /// Keys `[d, n_kv, n_head_kv, n_seq]`.
+        k: TensorId,
+        /// Values `[d_v, n_kv, n_head_kv, n_seq]`.
+        v: TensorId,
+        /// The optional additive mask `[n_kv, >= n_q, ..]`, broadcast over heads.
+        mask: Option<TensorId>,
+        /// Factor applied to the scores before the mask is added.
+        scale: f32,
+        /// ALiBi maximum bias (0: no ALiBi, slope 1).
+        max_bias: f32,
+    },
 }
 
 /// Bytes a node reads and writes, counting each logical element once.
@@ -361,6 +377,7 @@ impl Op {
             Op::Rope { .. } => "rope",
             Op::Concat { .. } => "concat",
             Op::Repeat { .. } => "repeat",
+            Op::FlashAttn { .. } => "flash_attn_ext",
         }
     }
 
@@ -390,6 +407,7 @@ impl Op {
             Op::SetRows { dst, rows, index } => vec![dst, rows, index],
             Op::SoftMax { a, mask, .. } => std::iter::once(a).chain(mask).collect(),
             Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
+            Op::FlashAttn { q, k, v, mask, .. } => [q, k, v].into_iter().chain(mask).collect(),
         }
     }
 
@@ -478,6 +496,12 @@ impl Op {
             Op::RmsNorm { .. } => 3 * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),
+            // a score and a weighted value row per query row, head and key
+            Op::FlashAttn { k, .. } => {
+                let k = layout(k)?;
+                let rows = (out.nelements() / out.ne[0].max(1)) as u64;
+                2 * rows * k.ne[1] as u64 * (k.ne[0] + out.ne[0]) as u64
+            }
             _ => 0,
         })
     }

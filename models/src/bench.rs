@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::model::kv::KvType;
 use crate::model::{argmax, LoadOptions, Model};
+use crate::synthetic::{synthetic_llama, LlamaDims};
 use crate::workloads::{self, Workload};
 use rgml::CpuBackend;
 
@@ -252,80 +253,6 @@ pub struct LlamaSpeed {
     pub gen_tps: f64,
 }
 
-/// Writes a llama-architecture GGUF of random weights (`dtype` matrices, F32
-/// norms) to `path`: `n_embd` wide, `n_layer` blocks, `n_ff` feed-forward,
-/// `n_vocab` tokens.
-pub fn synthetic_llama(
-    path: &std::path::Path,
-    dtype: rgml::DType,
-    n_embd: usize,
-    n_layer: usize,
-    n_ff: usize,
-    n_vocab: usize,
-) -> rgml::Result<()> {
-    use rgml::gguf::GgufWriter;
-    let n_head = (n_embd / 128).max(1);
-    let mut w = GgufWriter::new();
-    w.set("general.architecture", "llama")?;
-    w.set("llama.context_length", 2048u32)?;
-    w.set("llama.embedding_length", n_embd as u32)?;
-    w.set("llama.block_count", n_layer as u32)?;
-    w.set("llama.feed_forward_length", n_ff as u32)?;
-    w.set("llama.attention.head_count", n_head as u32)?;
-    w.set("llama.attention.head_count_kv", n_head as u32)?;
-    w.set("llama.attention.layer_norm_rms_epsilon", 1e-5f32)?;
-    w.set("llama.vocab_size", n_vocab as u32)?;
-    let mut seed = 1u64;
-    let mut matrix = |rows: usize, cols: usize, t: rgml::DType| -> rgml::Result<Vec<u8>> {
-        let row = t.row_size(cols as i64).unwrap_or(0);
-        let mut bytes = vec![0u8; row * rows];
-        let mut vals = vec![0f32; cols];
-        let scale = 1.0 / (cols as f32).sqrt();
-        for r in 0..rows {
-            for v in vals.iter_mut() {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                *v = (((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale;
-            }
-            rgml::quant::quantize_row(t, &vals, &mut bytes[r * row..(r + 1) * row])?;
-        }
-        Ok(bytes)
-    };
-    let ones: Vec<u8> = (0..n_embd).flat_map(|_| 1f32.to_le_bytes()).collect();
-    w.add_tensor("token_embd.weight", dtype, &[n_embd as i64, n_vocab as i64], matrix(n_vocab, n_embd, dtype)?)?;
-    for l in 0..n_layer {
-        let p = |n: &str| format!("blk.{l}.{n}.weight");
-        w.add_tensor(p("attn_norm"), rgml::DType::F32, &[n_embd as i64], ones.clone())?;
-        w.add_tensor(p("ffn_norm"), rgml::DType::F32, &[n_embd as i64], ones.clone())?;
-        for n in ["attn_q", "attn_k", "attn_v", "attn_output"] {
-            w.add_tensor(p(n), dtype, &[n_embd as i64, n_embd as i64], matrix(n_embd, n_embd, dtype)?)?;
-        }
-        w.add_tensor(p("ffn_gate"), dtype, &[n_embd as i64, n_ff as i64], matrix(n_ff, n_embd, dtype)?)?;
-        w.add_tensor(p("ffn_up"), dtype, &[n_embd as i64, n_ff as i64], matrix(n_ff, n_embd, dtype)?)?;
-        w.add_tensor(p("ffn_down"), dtype, &[n_ff as i64, n_embd as i64], matrix(n_embd, n_ff, dtype)?)?;
-    }
-    w.add_tensor("output_norm.weight", rgml::DType::F32, &[n_embd as i64], ones)?;
-    w.add_tensor("output.weight", dtype, &[n_embd as i64, n_vocab as i64], matrix(n_vocab, n_embd, dtype)?)?;
-    w.write(path)
-}
-
-/// The shape of a synthetic llama ([`synthetic_llama`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LlamaDims {
-    /// Embedding width.
-    pub n_embd: usize,
-    /// Blocks.
-    pub n_layer: usize,
-    /// Feed-forward width.
-    pub n_ff: usize,
-    /// Vocabulary size.
-    pub n_vocab: usize,
-}
-
-impl LlamaDims {
-    /// The benchmark's model: n_embd 2048, 4 layers, n_ff 5632, vocab 32000.
-    pub const BENCH: LlamaDims = LlamaDims { n_embd: 2048, n_layer: 4, n_ff: 5632, n_vocab: 32000 };
-}
-
 /// Builds a synthetic llama (n_embd 2048, 4 layers, n_ff 5632, vocab 32000) of
 /// `dtype` weights in a temporary file, then times a `prompt`-token prompt and
 /// `gen` generated tokens on `threads` threads, with repacked weights if
@@ -360,10 +287,10 @@ pub fn llama_speed_on<B: rgml::Backend>(
 ) -> Result<LlamaSpeed, String> {
     let e = |e: rgml::Error| e.to_string();
     let path = std::env::temp_dir().join(format!("rgml-synthetic-llama-{}-{dtype}.gguf", std::process::id()));
-    let LlamaDims { n_embd, n_layer, n_ff, n_vocab } = dims;
-    synthetic_llama(&path, dtype, n_embd, n_layer, n_ff, n_vocab).map_err(e)?;
+    let LlamaDims { n_embd, n_layer, n_ff, n_vocab, .. } = dims;
+    synthetic_llama(&path, dtype, dims, None).map_err(e)?;
     let result = (|| {
-        let opts = LoadOptions { n_ctx: Some(prompt + gen + 1), kv_type: kv };
+        let opts = LoadOptions { n_ctx: Some(prompt + gen + 1), kv_type: kv, ..Default::default() };
         let mut m = Model::load_with(&path, opts, backend).map_err(e)?;
         m.eval_last(&[1]).map_err(e)?;
         m.reset().map_err(e)?;

@@ -74,7 +74,9 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
         return Err("--reps must be at least 1".into());
     }
     let n_ctx = b.prompt_tokens.max(1) + b.gen_tokens + 1;
-    let mut m = Model::load_with(path, LoadOptions { n_ctx: Some(n_ctx), kv_type: b.kv_type }, backend).map_err(e)?;
+    let mut m =
+        Model::load_with(path, LoadOptions { n_ctx: Some(n_ctx), kv_type: b.kv_type, ..Default::default() }, backend)
+            .map_err(e)?;
     let n_vocab = m.hp.n_vocab as u32;
     // a fixed spread of ids, as llama-bench feeds arbitrary tokens
     let prompt: Vec<u32> = (0..b.prompt_tokens.max(1) as u32).map(|i| (1 + i * 7919) % n_vocab).collect();

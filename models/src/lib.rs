@@ -49,6 +49,7 @@ pub mod out;
 pub mod plan_report;
 pub mod run;
 pub mod sampler;
+pub mod synthetic;
 pub mod text_cli;
 pub mod tokenizer;
 pub mod workloads;

@@ -7,6 +7,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
 use rgml_models::model::kv::KvType;
 use rgml_models::run::{Prompt, RunOptions};
+use rgml_models::synthetic::LlamaDims;
 use rgml_models::text_cli::{self, SamplingArgs};
 use rgml_models::{graph_cases, out, outln};
 
@@ -198,6 +199,10 @@ struct ExecArgs {
     /// weights; same results, faster generation). CPU only.
     #[arg(long)]
     repack: bool,
+    /// Attention as three ops (scores, softmax, values), as llama.cpp without
+    /// flash attention, instead of the fused `flash_attn_ext` (the CPU's default).
+    #[arg(long)]
+    unfused_attention: bool,
 }
 
 fn parse_kv(s: &str) -> Result<KvType, String> {
@@ -206,7 +211,9 @@ fn parse_kv(s: &str) -> Result<KvType, String> {
 
 impl ExecArgs {
     fn load(&self) -> rgml_models::model::LoadOptions {
-        rgml_models::model::LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type }
+        use rgml_models::model::{Attention, LoadOptions};
+        let attention = if self.unfused_attention { Attention::Unfused } else { Attention::Auto };
+        LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type, attention }
     }
 
     fn backend(&self) -> Result<rgml::AnyBackend, String> {
@@ -488,7 +495,7 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
         for graphs in [false, true] {
             let how = format!("{be:?}, CUDA graphs {}", if graphs { "on" } else { "off" });
             let b = be.clone().with_graphs(graphs);
-            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, bench::LlamaDims::BENCH, (64, 32), a.kv_type)?;
+            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, LlamaDims::BENCH, (64, 32), a.kv_type)?;
             print_llama(json, &format!("llama-q4_0-cuda{}", if graphs { "-graphs" } else { "" }), &s);
         }
     }

@@ -8,7 +8,7 @@ mod common;
 
 use rgml::gguf::Value;
 use rgml_models::model::kv::KvType;
-use rgml_models::model::{argmax, LoadOptions, Model};
+use rgml_models::model::{argmax, Attention, LoadOptions, Model};
 
 fn dir() -> PathBuf {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/arch");
@@ -31,10 +31,10 @@ fn reference(file: &str, kv: &str) -> Vec<f32> {
 }
 
 /// Every position's logits of `path` on the fixture's prompt, in one batch.
-fn logits(path: &Path, kv: KvType) -> Vec<f32> {
-    let mut m =
-        Model::load_with(path, LoadOptions { n_ctx: Some(128), kv_type: kv }, rgml::CpuBackend::new(2).unwrap())
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+fn logits(path: &Path, kv: KvType, attention: Attention) -> Vec<f32> {
+    let opts = LoadOptions { n_ctx: Some(128), kv_type: kv, attention };
+    let mut m = Model::load_with(path, opts, rgml::CpuBackend::new(2).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     m.eval(&tokens()).unwrap()
 }
 
@@ -50,12 +50,19 @@ fn compare(got: &[f32], want: &[f32]) -> (f32, usize) {
 const CASES: [&str; 7] = ["llama3", "llama_linear", "llama_yarn", "qwen2", "qwen3", "gemma3", "phi3"];
 
 /// Each case's (max abs difference, argmax flips) against llama.cpp for `weights` and `kv`.
-fn all_cases(weights: &str, kv: KvType, reference_kv: &str) -> Vec<(&'static str, f32, usize)> {
+///
+/// The fixtures are llama.cpp's runs without flash attention. The tests of roundings
+/// (Q8_0 weights quantize every activation, so a last-bit change of a sum can move a
+/// logit by 1e-2; an F16 cache's value product rounds the probabilities to f16) run
+/// rgml's unfused attention, which sums and rounds as those runs do; the F32 test runs
+/// both ways.
+fn all_cases(weights: &str, kv: KvType, reference_kv: &str, attention: Attention) -> Vec<(&'static str, f32, usize)> {
     CASES
         .iter()
         .map(|&case| {
             let file = format!("{case}_{weights}.gguf");
-            let (d, flips) = compare(&logits(&dir().join(&file), kv), &reference(&file, reference_kv));
+            let got = logits(&dir().join(&file), kv, attention);
+            let (d, flips) = compare(&got, &reference(&file, reference_kv));
             (case, d, flips)
         })
         .collect()
@@ -74,9 +81,10 @@ fn tolerance(case: &str, base: f32, gemma: f32) -> f32 {
 
 #[test]
 fn f32_weights_match_llama_cpp_within_1e_4() {
-    let r = all_cases("f32", KvType::F32, "f32kv");
-    eprintln!("{r:?}");
-    for (case, d, flips) in r {
+    let fused = all_cases("f32", KvType::F32, "f32kv", Attention::Fused);
+    let unfused = all_cases("f32", KvType::F32, "f32kv", Attention::Unfused);
+    eprintln!("fused {fused:?}\nunfused {unfused:?}");
+    for (case, d, flips) in fused.into_iter().chain(unfused) {
         assert!(
             d <= tolerance(case, 1e-4, 2e-3) && flips == 0,
             "{case}: max abs diff {d} vs llama.cpp, {flips} argmax flips"
@@ -86,7 +94,7 @@ fn f32_weights_match_llama_cpp_within_1e_4() {
 
 #[test]
 fn q8_0_weights_match_llama_cpp_within_5e_3_with_the_same_argmax() {
-    let r = all_cases("q8_0", KvType::F32, "f32kv");
+    let r = all_cases("q8_0", KvType::F32, "f32kv", Attention::Unfused);
     eprintln!("{r:?}");
     for (case, d, flips) in r {
         assert!(
@@ -98,8 +106,8 @@ fn q8_0_weights_match_llama_cpp_within_5e_3_with_the_same_argmax() {
 
 #[test]
 fn an_f16_cache_matches_llama_cpps_f16_cache() {
-    let same = all_cases("f32", KvType::F16, "f16kv");
-    let other = all_cases("f32", KvType::F16, "f32kv");
+    let same = all_cases("f32", KvType::F16, "f16kv", Attention::Unfused);
+    let other = all_cases("f32", KvType::F16, "f32kv", Attention::Unfused);
     eprintln!("{same:?}\n{other:?}");
     for ((case, d16, _), (_, d32, _)) in same.into_iter().zip(other) {
         // closer to llama.cpp's F16 run than to its F32 one: the same roundings
@@ -125,7 +133,7 @@ fn the_features_change_the_result() {
     for (case, what, keys) in cases {
         let file = format!("{case}_f32.gguf");
         let changed = common::gguf_with(&dir().join(&file), what, &keys, &[]);
-        let (d, _) = compare(&logits(&changed, KvType::F32), &reference(&file, "f32kv"));
+        let (d, _) = compare(&logits(&changed, KvType::F32, Attention::Auto), &reference(&file, "f32kv"));
         std::fs::remove_file(&changed).ok();
         assert!(d > 0.1, "{case} {what}: only {d} from llama.cpp's result with the feature");
     }
@@ -141,7 +149,7 @@ fn rope_frequency_factors_change_the_result() {
         &[],
         &[("rope_freqs.weight", rgml::DType::F32, vec![8], ones)],
     );
-    let (d, _) = compare(&logits(&path, KvType::F32), &reference("llama3_f32.gguf", "f32kv"));
+    let (d, _) = compare(&logits(&path, KvType::F32, Attention::Auto), &reference("llama3_f32.gguf", "f32kv"));
     std::fs::remove_file(&path).ok();
     assert!(d > 0.1, "rope_freqs all ones: only {d} from llama.cpp's result");
 }
@@ -152,7 +160,7 @@ fn one_token_at_a_time_matches_the_batch() {
         let path = dir().join(format!("{case}_f32.gguf"));
         let mut m = Model::load_with(
             &path,
-            LoadOptions { n_ctx: Some(64), kv_type: KvType::F32 },
+            LoadOptions { n_ctx: Some(64), kv_type: KvType::F32, ..Default::default() },
             rgml::CpuBackend::new(2).unwrap(),
         )
         .unwrap();

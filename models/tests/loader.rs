@@ -59,7 +59,7 @@ fn a_cache_too_large_for_the_machine_is_an_error_before_allocating() {
     let path = fixture("tiny_llama_f32.gguf");
     // 512 layers of 2^24 positions: 2 TiB of F32 cache, refused before the tensors are read
     let big = gguf_with(&path, "big", &[("llama.block_count", Value::U32(512))], &[]);
-    let opts = LoadOptions { n_ctx: Some(1 << 24), kv_type: KvType::F32 };
+    let opts = LoadOptions { n_ctx: Some(1 << 24), kv_type: KvType::F32, ..Default::default() };
     let e = Model::load_with(&big, opts, rgml::CpuBackend::new(1).unwrap()).err().map(|e| e.to_string());
     std::fs::remove_file(&big).ok();
     let e = e.expect("a 2 TiB cache loaded");
@@ -79,7 +79,7 @@ fn a_cache_too_large_for_the_machine_is_an_error_before_allocating() {
     .to_string();
     assert!(e.contains("--n-ctx 1000000000000"), "{e}");
     // a Q8_0 cache needs heads of multiples of 32 (the tiny model's are 16)
-    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::Q8_0 };
+    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::Q8_0, ..Default::default() };
     let e = Model::load_with(&path, opts, rgml::CpuBackend::new(1).unwrap()).err().unwrap().to_string();
     assert!(e.contains("q8_0") && e.contains("16"), "{e}");
 }

@@ -112,9 +112,12 @@ fn compare_with(name: &str, kv: KvType, k: usize) -> Option<(f64, f64)> {
     let idx = index();
     let model = &idx["models"][name];
     let path = model_path(model["file"].as_str().unwrap())?;
-    let mut m =
-        Model::load_with(&path, LoadOptions { n_ctx: Some(256), kv_type: kv }, rgml::CpuBackend::new(2).unwrap())
-            .unwrap();
+    let mut m = Model::load_with(
+        &path,
+        LoadOptions { n_ctx: Some(256), kv_type: kv, ..Default::default() },
+        rgml::CpuBackend::new(2).unwrap(),
+    )
+    .unwrap();
     let n_vocab = m.hp.n_vocab;
     let (mut kl, mut agree, mut n) = (0.0, 0usize, 0usize);
     for prompt in model["prompts"].as_object().unwrap().values() {

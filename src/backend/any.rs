@@ -34,6 +34,7 @@ pub enum AnyRules {
 
 /// The storage of an [`AnyBackend`].
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per model, never in a collection: a box buys nothing
 pub enum AnyStorage {
     /// A CPU storage.
     Cpu(CpuStorage),
@@ -133,6 +134,12 @@ impl Backend for AnyBackend {
         match self {
             AnyBackend::Cpu(b) => b.describe(),
             AnyBackend::Cuda(b) => b.describe(),
+        }
+    }
+    fn supports(&self, op: &str) -> bool {
+        match self {
+            AnyBackend::Cpu(b) => b.supports(op),
+            AnyBackend::Cuda(b) => b.supports(op),
         }
     }
     fn take_profile(&self) -> Option<crate::backend::Profile> {

@@ -6,7 +6,6 @@
 //! count of index claims. A backend implements [`Kernels`], one method per op
 //! family, and nothing of the loop.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -26,6 +25,36 @@ pub(crate) struct Region<B> {
     pub base: B,
     pub len: usize,
     pub writable: bool,
+}
+
+/// The region of each storage root of a compute, by arena index: a dense
+/// table, since the loop looks up every operand of every node.
+pub(crate) struct Regions<B> {
+    slots: Vec<Option<(TensorId, Region<B>)>>,
+}
+
+impl<B> Regions<B> {
+    fn new() -> Self {
+        Regions { slots: Vec::new() }
+    }
+    fn insert(&mut self, id: TensorId, r: Region<B>) {
+        let i = id.index();
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some((id, r));
+    }
+    /// The region of root `id`.
+    pub fn get(&self, id: &TensorId) -> Option<&Region<B>> {
+        match self.slots.get(id.index()) {
+            Some(Some((k, r))) if k == id => Some(r),
+            _ => None,
+        }
+    }
+    /// Every root and its region, in arena order.
+    pub fn iter(&self) -> impl Iterator<Item = (&TensorId, &Region<B>)> {
+        self.slots.iter().flatten().map(|(k, r)| (k, r))
+    }
 }
 
 /// One backend's kernels, one method per op family. `Src` is a read-only
@@ -91,6 +120,8 @@ pub(crate) trait Kernels {
     fn concat(&mut self, dim: usize, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
     /// `a` tiled to `dst`'s shape.
     fn repeat(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// Attention of queries over keys and values (`[q, k, v]`), fused.
+    fn flash_attn(&mut self, p: SoftMax, dst: Self::Dst, qkv: [Self::Src; 3], mask: Option<Self::Src>) -> Result<()>;
 }
 
 /// `soft_max_ext`'s two parameters.
@@ -104,7 +135,7 @@ pub(crate) struct SoftMax {
 pub(crate) struct Run<'a, B> {
     pub ctx: &'a Context,
     pub graph: &'a Graph,
-    pub regions: &'a HashMap<TensorId, Region<B>>,
+    pub regions: &'a Regions<B>,
     /// Poison mode: the plan whose freed ranges are refilled with NaN after each step.
     pub poison: Option<&'a Plan>,
     /// Where to add each node's wall time, if profiling.
@@ -159,6 +190,9 @@ fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> R
         Op::Rope { a, pos, freq, p } => k.rope(&p, dst, src(a)?, src(pos)?, opt(freq)?),
         Op::Concat { a, b, dim } => k.concat(dim, dst, src(a)?, src(b)?),
         Op::Repeat { a } => k.repeat(dst, src(a)?),
+        Op::FlashAttn { q, k: keys, v, mask, scale, max_bias } => {
+            k.flash_attn(SoftMax { scale, max_bias }, dst, [src(q)?, src(keys)?, src(v)?], opt(mask)?)
+        }
         Op::Leaf
         | Op::View { .. }
         | Op::Reshape { .. }
@@ -195,8 +229,8 @@ pub(crate) fn regions<B>(
     buf_len: usize,
     mut leaf: impl FnMut(TensorId, Place) -> Result<Region<B>>,
     buffer: impl Fn(usize) -> B,
-) -> Result<HashMap<TensorId, Region<B>>> {
-    let mut out = HashMap::new();
+) -> Result<Regions<B>> {
+    let mut out = Regions::new();
     for &id in graph.leafs().iter().chain(graph.nodes()) {
         let t = ctx.tensor(id)?;
         if t.view_src().is_some() {

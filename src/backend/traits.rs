@@ -26,6 +26,13 @@ pub trait Backend {
     fn rules(&self) -> Self::Rules;
     /// A short description of the device ("cpu (4 threads)", "cuda #0 …").
     fn describe(&self) -> String;
+    /// Whether this backend has a kernel for the op named `op` ([`Op::name`](crate::Op::name));
+    /// a model builds its graphs around the ops a backend lacks (every op but
+    /// `flash_attn_ext` runs everywhere).
+    fn supports(&self, op: &str) -> bool {
+        let _ = op;
+        true
+    }
     /// Plans `graph` with this backend's rules.
     fn plan(&self, ctx: &Context, graph: &Graph) -> Result<Plan> {
         Allocator::new(self.rules()).plan(ctx, graph)

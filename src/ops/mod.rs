@@ -4,6 +4,7 @@
 //! append-only), so ops nest: `ctx.cont(ctx.transpose(a)?)?`; the arguments
 //! are made first, which is program order.
 
+mod attention;
 mod copy;
 mod elementwise;
 mod glu;

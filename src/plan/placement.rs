@@ -1,11 +1,10 @@
 //! A [`Plan`]: where each storage root of one graph lives ([`Place`]), the
 //! live range of each buffer root, and what the plan reports.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::id::{IdMap, IdSet};
 use crate::tensor::TensorId;
 
 /// Where a storage root lives.
@@ -44,15 +43,15 @@ pub struct Plan {
     pub(super) graph_revision: u32,
     pub(super) alignment: usize,
     pub(super) buffer_size: usize,
-    pub(super) places: HashMap<TensorId, Place>,
+    pub(super) places: IdMap<Place>,
     /// Steps (node positions) each buffer root is live: `[first, last]`.
-    pub(super) lifetimes: HashMap<TensorId, (usize, usize)>,
+    pub(super) lifetimes: IdMap<(usize, usize)>,
     /// Node → the source root whose block it took over.
-    pub(super) reused: HashMap<TensorId, TensorId>,
+    pub(super) reused: IdMap<TensorId>,
     /// Ranges given back to the free list after each step.
     pub(super) frees: Vec<Vec<(usize, usize)>>,
     /// Roots whose bytes survive the whole run (leaves, inputs, outputs).
-    pub(super) retained: HashSet<TensorId>,
+    pub(super) retained: IdSet,
     pub(super) stats: PlanStats,
 }
 

@@ -2,7 +2,9 @@
 //! root a block from a best-fit free list (or its source's block, in place),
 //! and frees each root after its last use. Deterministic.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use crate::id::{IdMap, IdSet};
 
 use super::free_list::FreeList;
 use super::lifetimes::Lifetimes;
@@ -83,11 +85,11 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
     let lt = Lifetimes::of(ctx, graph)?;
     let n = graph.nodes().len();
     let mut free = FreeList::default();
-    let mut places = HashMap::new();
-    let mut lifetimes = HashMap::new();
-    let mut reused = HashMap::new();
+    let mut places = IdMap::default();
+    let mut lifetimes = IdMap::default();
+    let mut reused = IdMap::default();
     let mut frees = vec![Vec::new(); n];
-    let mut live: HashMap<TensorId, (usize, usize)> = HashMap::new();
+    let mut live: IdMap<(usize, usize)> = IdMap::default();
     let mut stats = PlanStats::default();
     let last_step = n.saturating_sub(1);
 
@@ -157,7 +159,7 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
     }
     stats.planned = free.peak();
     stats.lower_bound = lower_bound(n, &lifetimes, &reused, &lt, &places, ctx, align)?;
-    let mut retained: HashSet<TensorId> = lt.protected.clone();
+    let mut retained: IdSet = lt.protected.iter().copied().collect();
     retained.extend(places.iter().filter(|(_, p)| !matches!(p, Place::Buffer { .. })).map(|(&id, _)| id));
     if !reuse {
         retained.extend(places.keys().copied());
@@ -185,7 +187,7 @@ fn reusable_source(
     ctx: &Context,
     rules: &dyn ReuseRules,
     lt: &Lifetimes,
-    live: &HashMap<TensorId, (usize, usize)>,
+    live: &IdMap<(usize, usize)>,
     i: usize,
     t: &Tensor,
     size: usize,
@@ -224,10 +226,10 @@ fn reusable_source(
 /// place ends the step before its taker starts.
 fn lower_bound(
     n: usize,
-    lifetimes: &HashMap<TensorId, (usize, usize)>,
-    reused: &HashMap<TensorId, TensorId>,
+    lifetimes: &IdMap<(usize, usize)>,
+    reused: &IdMap<TensorId>,
     lt: &Lifetimes,
-    places: &HashMap<TensorId, Place>,
+    places: &IdMap<Place>,
     ctx: &Context,
     align: usize,
 ) -> Result<usize> {

@@ -9,6 +9,7 @@ mod common;
 mod concat_repeat;
 mod diag_mask;
 mod errors;
+mod flash_attn;
 mod glu;
 mod norms;
 mod rope;

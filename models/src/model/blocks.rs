@@ -22,6 +22,8 @@ pub(crate) struct Block<'a> {
     pub n_kv: i64,
     /// After the last layer's attention only the last position is computed.
     pub last_only: bool,
+    /// Attention by `flash_attn_ext` instead of three ops.
+    pub fused: bool,
 }
 
 impl Block<'_> {
@@ -90,9 +92,19 @@ impl Block<'_> {
         let kl = self.c.layout(l.k_cache)?;
         let row_bytes = |w: i64| kl.dtype.row_size(w).unwrap_or(0);
         let keys = self.c.view_3d(l.k_cache, [hd, n_kv, nkv], kl.nb[1], row_bytes(hd), 0)?;
-        // [n_kv, nt, nh]: the keys against the queries seen as [hd, nt, nh]
-        let kq = self.c.mul_mat(keys, self.c.permute(q, [0, 2, 1, 3])?)?;
         let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
+        // the queries seen as [hd, nt, nh]
+        let q = self.c.permute(q, [0, 2, 1, 3])?;
+        if self.fused {
+            let vl = self.c.layout(l.v_cache)?;
+            let v_head = vl.dtype.row_size(hdv).unwrap_or(0);
+            let values = self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], v_head, 0)?;
+            // [hdv, nh, nt]: the heads of each position side by side, as the unfused result
+            let o = self.c.flash_attn_ext(q, keys, values, Some(mask), kq_scale, 0.0)?;
+            return self.c.reshape(o, &[hdv * nh, nt]);
+        }
+        // [n_kv, nt, nh]: the keys against the queries
+        let kq = self.c.mul_mat(keys, q)?;
         let kq = self.c.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
         let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
                                                 // [hdv, nt, nh] seen as [hdv, nh, nt], copied to rows of hdv·nh

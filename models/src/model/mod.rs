@@ -46,6 +46,21 @@ pub struct LoadOptions {
     pub n_ctx: Option<usize>,
     /// The KV cache's element type (default F16, as llama.cpp's).
     pub kv_type: KvType,
+    /// How attention is computed.
+    pub attention: Attention,
+}
+
+/// How a model computes attention.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Attention {
+    /// Fused (`flash_attn_ext`) where the backend has the op, else unfused.
+    #[default]
+    Auto,
+    /// Always fused: a backend without `flash_attn_ext` fails the graph.
+    Fused,
+    /// Scores, `soft_max_ext` and the value product as three ops, as llama.cpp
+    /// without flash attention.
+    Unfused,
 }
 
 /// What a planned graph is for: batch size, attended cache positions, and whether it
@@ -75,6 +90,8 @@ pub struct Model<B: Backend = CpuBackend> {
     ctx: Context,
     n_ctx: usize,
     kv_type: KvType,
+    /// Attention by `flash_attn_ext`.
+    fused_attention: bool,
     globals: Globals,
     layers: Vec<Layer>,
     /// Planned graphs by [`StepKey`].
@@ -101,7 +118,7 @@ impl Model<CpuBackend> {
 impl<B: Backend> Model<B> {
     /// Loads `path` with an F32 KV cache of `n_ctx` positions, to run on `backend`.
     pub fn load_on(path: &Path, n_ctx: Option<usize>, backend: B) -> Result<Model<B>> {
-        Model::load_with(path, LoadOptions { n_ctx, kv_type: KvType::F32 }, backend)
+        Model::load_with(path, LoadOptions { n_ctx, kv_type: KvType::F32, ..Default::default() }, backend)
     }
 
     /// Loads `path` as `opts` says, to run on `backend`. The weights reach the device at
@@ -148,6 +165,11 @@ impl<B: Backend> Model<B> {
             ctx,
             n_ctx,
             kv_type: opts.kv_type,
+            fused_attention: match opts.attention {
+                Attention::Auto => backend.supports("flash_attn_ext"),
+                Attention::Fused => true,
+                Attention::Unfused => false,
+            },
             globals,
             layers,
             steps: HashMap::new(),
@@ -346,7 +368,9 @@ impl<B: Backend> Model<B> {
         if let Some(s) = self.hp.embd_scale {
             x = c.scale(x, s)?;
         }
-        let mut b = Block { c, hp: &self.hp, pos, mask, mask_swa, n_tokens: nt, n_kv: nkv, last_only: !all_logits };
+        let fused = self.fused_attention;
+        let mut b =
+            Block { c, hp: &self.hp, pos, mask, mask_swa, n_tokens: nt, n_kv: nkv, last_only: !all_logits, fused };
         for l in &self.layers {
             x = self.hp.arch.block(&mut b, l, x)?;
             b.c.set_name(x, format!("l_out.{}", l.index))?;

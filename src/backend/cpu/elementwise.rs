@@ -107,11 +107,7 @@ where
             let (d, x, y) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>(), b.ptr().cast::<f32>());
             // SAFETY: all three are packed F32 of n elements inside their buffers;
             // d may equal x or y exactly (in place), never partly.
-            unsafe {
-                for i in lo..hi {
-                    *d.add(i) = f(*x.add(i), *y.add(i));
-                }
-            }
+            unsafe { zip_f32(d.add(lo), x.add(lo), y.add(lo), hi - lo, f) }
         });
         return Ok(());
     }
@@ -142,6 +138,48 @@ where
     Ok(())
 }
 
+/// `d[i] = f(x[i], y[i])` for `i < n`, as slices: the loop then vectorizes whether
+/// `d` is a third array or one of the inputs (in place), where raw pointers that
+/// may alias fail the compiler's overlap check and run scalar.
+///
+/// # Safety
+/// `d`, `x`, `y` hold `n` floats; `d` equals `x` or `y` exactly or overlaps neither.
+#[inline(always)]
+unsafe fn zip_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, f: impl Fn(f32, f32) -> f32) {
+    use std::slice::{from_raw_parts as shared, from_raw_parts_mut as unique};
+    let (dx, dy) = (std::ptr::eq(d, x), std::ptr::eq(d, y));
+    // SAFETY: per the contract, each slice below is the only one over its bytes
+    // that is written, and no two slices overlap partly.
+    unsafe {
+        match (dx, dy) {
+            (false, false) => {
+                let (d, x, y) = (unique(d, n), shared(x, n), shared(y, n));
+                d.iter_mut().zip(x.iter().zip(y)).for_each(|(d, (&x, &y))| *d = f(x, y));
+            }
+            (true, false) => unique(d, n).iter_mut().zip(shared(y, n)).for_each(|(d, &y)| *d = f(*d, y)),
+            (false, true) => unique(d, n).iter_mut().zip(shared(x, n)).for_each(|(d, &x)| *d = f(x, *d)),
+            (true, true) => unique(d, n).iter_mut().for_each(|d| *d = f(*d, *d)),
+        }
+    }
+}
+
+/// `d[i] = f(x[i])` for `i < n`, as slices (see [`zip_f32`]).
+///
+/// # Safety
+/// `d`, `x` hold `n` floats; `d` equals `x` exactly or does not overlap it.
+#[inline(always)]
+unsafe fn map_f32(d: *mut f32, x: *const f32, n: usize, f: impl Fn(f32) -> f32) {
+    use std::slice::{from_raw_parts as shared, from_raw_parts_mut as unique};
+    // SAFETY: per the contract.
+    unsafe {
+        if std::ptr::eq(d, x) {
+            unique(d, n).iter_mut().for_each(|d| *d = f(*d));
+        } else {
+            unique(d, n).iter_mut().zip(shared(x, n)).for_each(|(d, &x)| *d = f(x));
+        }
+    }
+}
+
 /// One packed F32 row: `d[i] = f(x[i], y[i % m])`.
 ///
 /// # Safety
@@ -151,14 +189,10 @@ unsafe fn row_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, m: usize,
     // SAFETY: per the contract.
     unsafe {
         if m == n {
-            for i in 0..n {
-                *d.add(i) = f(*x.add(i), *y.add(i));
-            }
+            zip_f32(d, x, y, n, f);
         } else if m == 1 {
             let c = *y;
-            for i in 0..n {
-                *d.add(i) = f(*x.add(i), c);
-            }
+            map_f32(d, x, n, |v| f(v, c));
         } else {
             for start in (0..n).step_by(m) {
                 for j in 0..m {
@@ -185,11 +219,7 @@ where
             let (lo, hi) = (chunks.start * CHUNK, (chunks.end * CHUNK).min(n));
             let (d, x) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>());
             // SAFETY: both are packed F32 of n elements; d may equal x exactly.
-            unsafe {
-                for i in lo..hi {
-                    *d.add(i) = f(*x.add(i));
-                }
-            }
+            unsafe { map_f32(d.add(lo), x.add(lo), hi - lo, f) }
         });
         return Ok(());
     }

@@ -2,10 +2,9 @@
 //! executor loop with bound operands.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use super::mem::{self, Bytes, Exec, Strided, StridedMut};
-use super::{copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
+use super::{attention, copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
 use crate::backend::exec::{Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::Result;
@@ -23,7 +22,7 @@ pub(super) struct CpuKernels<'a> {
     /// The plan buffer's first byte and length.
     pub buf: (*mut u8, usize),
     /// Repacked weights by leaf (`None` when repacking is off).
-    pub packed: Option<&'a mut HashMap<TensorId, Option<HostBuffer>>>,
+    pub packed: Option<&'a mut crate::id::IdMap<Option<HostBuffer>>>,
 }
 
 impl CpuKernels<'_> {
@@ -114,5 +113,9 @@ impl Kernels for CpuKernels<'_> {
     }
     fn repeat(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         shape::repeat(&self.ex, dst, a)
+    }
+    fn flash_attn(&mut self, p: SoftMax, dst: StridedMut, qkv: [Strided; 3], mask: Option<Strided>) -> Result<()> {
+        let [q, k, v] = qkv;
+        attention::flash_attn(&self.ex, p, dst, q, k, v, mask)
     }
 }

@@ -6,6 +6,7 @@
 //! planned graph) sit on `kernels`, which hands each op family to its kernel
 //! module; the kernel modules share only `mem` (raw memory) and `copy`.
 
+mod attention;
 mod backend;
 mod copy;
 mod elementwise;

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 
 /// ggml's ALiBi slope of every head `h < n_head`: `m0^(h+1)` for the first
 /// `n_head_log2` heads, `m1^(2(h - n_head_log2) + 1)` after; all 1 without ALiBi.
-fn alibi_slopes(n_head: u32, max_bias: f32) -> Vec<f32> {
+pub(super) fn alibi_slopes(n_head: u32, max_bias: f32) -> Vec<f32> {
     if max_bias <= 0.0 || n_head == 0 {
         return vec![1.0; n_head as usize];
     }

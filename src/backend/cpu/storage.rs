@@ -1,11 +1,11 @@
 //! The memory of one planned graph on the CPU: the plan buffer, the copies
 //! of the leaves the graph writes, repacked weights, and reading results back.
 
-use std::collections::HashMap;
+use crate::id::IdMap;
 
 use super::copy;
 use super::mem::{Bytes, Strided};
-use crate::backend::exec::{self, Region};
+use crate::backend::exec::{self, Region, Regions};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -20,24 +20,19 @@ use crate::tensor::TensorId;
 pub struct CpuStorage {
     pub(super) plan: Plan,
     pub(super) buffer: HostBuffer,
-    leaf_copies: HashMap<TensorId, HostBuffer>,
+    leaf_copies: IdMap<HostBuffer>,
     /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`]);
     /// `None` for a leaf that does not qualify.
-    pub(super) packed: HashMap<TensorId, Option<HostBuffer>>,
+    pub(super) packed: IdMap<Option<HostBuffer>>,
 }
 
 /// The backend's copies of the leaves `plan` says the graph writes: those in
 /// `held` are kept as they are (and so are the rest of `held`), the others are
 /// taken from the context.
-fn leaf_copies(
-    ctx: &Context,
-    graph: &Graph,
-    plan: &Plan,
-    mut held: HashMap<TensorId, HostBuffer>,
-) -> Result<HashMap<TensorId, HostBuffer>> {
+fn leaf_copies(ctx: &Context, graph: &Graph, plan: &Plan, mut held: IdMap<HostBuffer>) -> Result<IdMap<HostBuffer>> {
     graph.check_context(ctx)?;
     plan.check_graph(graph)?;
-    let mut copies = HashMap::new();
+    let mut copies = IdMap::default();
     for (root, place) in plan.places() {
         if place == Place::LeafCopy {
             let copy = match held.remove(&root) {
@@ -57,9 +52,9 @@ impl CpuStorage {
     /// `capacity` bytes, and copies of the leaves the graph writes, taken from
     /// the context now.
     pub(super) fn new(ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
-        let leaf_copies = leaf_copies(ctx, graph, &plan, HashMap::new())?;
+        let leaf_copies = leaf_copies(ctx, graph, &plan, IdMap::default())?;
         let buffer = HostBuffer::zeroed(plan.buffer_size().max(capacity))?;
-        Ok(CpuStorage { buffer, plan, leaf_copies, packed: HashMap::new() })
+        Ok(CpuStorage { buffer, plan, leaf_copies, packed: IdMap::default() })
     }
     /// The plan this storage follows.
     pub fn plan(&self) -> &Plan {
@@ -144,12 +139,7 @@ impl CpuStorage {
 
     /// Base and length of every storage root the graph touches; the plan
     /// buffer's bytes are at `buf_base`.
-    pub(super) fn regions(
-        &mut self,
-        ctx: &Context,
-        graph: &Graph,
-        buf_base: *mut u8,
-    ) -> Result<HashMap<TensorId, Region<Bytes>>> {
+    pub(super) fn regions(&mut self, ctx: &Context, graph: &Graph, buf_base: *mut u8) -> Result<Regions<Bytes>> {
         let copies = &mut self.leaf_copies;
         let leaf = |id: TensorId, place: Place| match place {
             Place::LeafCopy => {

@@ -13,7 +13,7 @@ use super::matmul::{mmvq, QuantPath};
 use super::run::{check_types, CudaKernels};
 use super::storage::CudaStorage;
 use crate::backend::cuda_config::{CudaConfig, CudaRules};
-use crate::backend::exec::{self, Region, Run};
+use crate::backend::exec::{self, Run};
 use crate::backend::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::dtype::DType;
@@ -199,13 +199,7 @@ impl CudaBackend {
     }
 
     /// Queues every node's kernels on the stream (no poison mode).
-    fn run_nodes(
-        &self,
-        ctx: &Context,
-        graph: &Graph,
-        regions: &std::collections::HashMap<TensorId, Region<u64>>,
-        flags: u64,
-    ) -> Result<()> {
+    fn run_nodes(&self, ctx: &Context, graph: &Graph, regions: &exec::Regions<u64>, flags: u64) -> Result<()> {
         self.dev.scratch.release()?;
         exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None, profile: None })
     }
@@ -232,6 +226,9 @@ impl Backend for CudaBackend {
     }
     fn describe(&self) -> String {
         format!("cuda #{} ({}, {})", self.ordinal(), self.name(), self.arch())
+    }
+    fn supports(&self, op: &str) -> bool {
+        op != "flash_attn_ext"
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
         CudaBackend::alloc(self, ctx, graph, plan)

@@ -20,13 +20,11 @@
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 
-use std::collections::HashMap;
-
 use super::device::Device;
 use super::launch::cuda_err;
 use super::matmul::QuantPath;
 use crate::backend::cuda_config::GraphStats;
-use crate::backend::exec::Region;
+use crate::backend::exec::Regions;
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::tensor::TensorId;
@@ -45,7 +43,7 @@ pub(crate) struct Key {
 
 impl Key {
     /// The key of a run of `graph` over `regions`, index flags at `flags`.
-    pub(crate) fn new(graph: &Graph, regions: &HashMap<TensorId, Region<u64>>, flags: u64, quant: QuantPath) -> Key {
+    pub(crate) fn new(graph: &Graph, regions: &Regions<u64>, flags: u64, quant: QuantPath) -> Key {
         let mut roots: Vec<_> = regions.iter().map(|(&id, r)| (id, r.base, r.len)).collect();
         roots.sort_unstable();
         Key { graph: (graph.id(), graph.revision()), roots, flags, quant }

@@ -98,6 +98,10 @@ impl Kernels for CudaKernels<'_> {
     fn repeat(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::repeat(self.dev, dst, a)
     }
+    fn flash_attn(&mut self, _p: SoftMax, _dst: BoundMut, qkv: [Bound; 3], _mask: Option<Bound>) -> Result<()> {
+        // no CUDA kernel yet: models use the unfused attention there (Backend::supports)
+        Err(crate::error::Error::Unsupported { op: "flash_attn_ext (CUDA)", dtype: qkv[1].l.dtype })
+    }
 }
 
 /// Refuses, before anything is uploaded or launched, a graph in which a node

@@ -20,7 +20,7 @@ use super::device::Device;
 use super::graphs::GraphCache;
 use super::launch::{cuda_err, Bound};
 use crate::backend::cuda_config::GraphStats;
-use crate::backend::exec::{self, Region};
+use crate::backend::exec::{self, Region, Regions};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -348,7 +348,7 @@ impl CudaStorage {
     }
 
     /// Device base and length of every storage root the graph touches.
-    pub(crate) fn regions(&mut self, ctx: &Context, graph: &Graph) -> Result<HashMap<TensorId, Region<u64>>> {
+    pub(crate) fn regions(&mut self, ctx: &Context, graph: &Graph) -> Result<Regions<u64>> {
         let stream = self.dev.stream.clone();
         let buf_base = {
             let (p, _sync) = self.buffer.device_ptr_mut(&stream);

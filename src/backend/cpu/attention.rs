@@ -1,0 +1,158 @@
+//! `flash_attn_ext` on the CPU: one work item per query row and head. Its scores
+//! over the keys are one row of scratch (never a scores tensor), made by the dot
+//! kernel of the key type against the query converted to its dot partner, as
+//! `mul_mat` makes them; masked keys are skipped, so a causal prompt reads half
+//! the cache. The softmax follows `soft_max_ext` (f32 exponentials summed in
+//! f64), and the value rows, widened to f32, are summed with their weights.
+
+use super::mem::{Exec, FirstError, Scalar, Strided, StridedMut};
+use super::softmax::alibi_slopes;
+use crate::backend::exec::SoftMax;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::quant::{self, dot};
+
+/// The shapes of one attention, from its operands.
+struct Dims {
+    d: usize,
+    dv: usize,
+    n_q: usize,
+    n_head: usize,
+    n_kv: usize,
+    group: usize,
+}
+
+impl Dims {
+    fn of(dst: &StridedMut, q: &Strided, k: &Strided, v: &Strided) -> Result<Dims> {
+        let (qn, kn, vn) = (q.l.ne, k.l.ne, v.l.ne);
+        let ok = qn[0] == kn[0]
+            && kn[1..] == vn[1..]
+            && kn[2] > 0
+            && qn[2] % kn[2] == 0
+            && dst.l.ne == [vn[0], qn[2], qn[1], qn[3]]
+            && dst.packed_rows();
+        if !ok {
+            return Err(Error::internal(format!("flash_attn_ext of q {qn:?}, k {kn:?}, v {vn:?} into {:?}", dst.l.ne)));
+        }
+        let u = |x: i64| x as usize;
+        Ok(Dims { d: u(qn[0]), dv: u(vn[0]), n_q: u(qn[1]), n_head: u(qn[2]), n_kv: u(kn[1]), group: u(qn[2] / kn[2]) })
+    }
+}
+
+/// `dst[:, h, i, s] = softmax(scale·q·kᵀ + slope·mask)·v` for every query row `i`,
+/// head `h` and sequence `s` (see [`crate::Context::flash_attn_ext`]).
+pub(crate) fn flash_attn(
+    ex: &Exec,
+    p: SoftMax,
+    dst: StridedMut,
+    q: Strided,
+    k: Strided,
+    v: Strided,
+    mask: Option<Strided>,
+) -> Result<()> {
+    let n = Dims::of(&dst, &q, &k, &v)?;
+    if dst.l.is_empty() {
+        return Ok(());
+    }
+    let (kt, vt) = (k.l.dtype, v.l.dtype);
+    let kdot = dot::dot_fn(kt)?.raw();
+    let qrow = dot::vec_dot_type(kt).row_size(n.d as i64).unwrap_or(0);
+    let (krow, vrow) = (kt.row_size(n.d as i64).unwrap_or(0), vt.row_size(n.dv as i64).unwrap_or(0));
+    let sm = mask.map(|m| Scalar::of("flash_attn_ext", m.l.dtype)).transpose()?;
+    let slopes = alibi_slopes(u32::try_from(n.n_head).unwrap_or(u32::MAX), p.max_bias);
+    let units = n.n_head * n.n_q * q.l.ne[3] as usize;
+    let failed = FirstError::default();
+    ex.for_ranges(units, n.n_kv * (n.d + n.dv) * 2, |items| {
+        let mut s =
+            Scratch { q: vec![0u8; qrow], scores: vec![0f32; n.n_kv], acc: vec![0f32; n.dv], v: vec![0f32; n.dv] };
+        for item in items {
+            let (h, i, seq) = (item % n.n_head, (item / n.n_head) % n.n_q, item / (n.n_head * n.n_q));
+            let (kh, qi, sq) = ((h / n.group) as i64, i as i64, seq as i64);
+            // SAFETY: row (i, h, seq) of q holds d packed f32 (rows_packed, checked
+            // when the op was made), inside q's tensor.
+            let qv = unsafe { std::slice::from_raw_parts(q.row(qi, h as i64, sq).cast::<f32>(), n.d) };
+            if let Err(e) = dot::quantize_activations(kt, qv, &mut s.q) {
+                failed.keep(Err(e));
+                return;
+            }
+            let m = mask.zip(sm).map(|(m, sm)| (m.row(qi, h as i64 % m.l.ne[2], sq % m.l.ne[3]), m.l.nb[0], sm));
+            let slope = slopes[h];
+            let mut max = f32::NEG_INFINITY;
+            for (j, sc) in s.scores.iter_mut().enumerate() {
+                // SAFETY: the mask row has n_kv values (checked when the op was made).
+                let mv = m.map_or(0.0, |(row, nb0, sm)| unsafe { sm.load(row.add(j * nb0)) });
+                if mv == f32::NEG_INFINITY {
+                    *sc = f32::NEG_INFINITY;
+                    continue;
+                }
+                // SAFETY: key row (j, kh, seq) is krow packed bytes inside k.
+                let kr = unsafe { std::slice::from_raw_parts(k.row(j as i64, kh, sq), krow) };
+                let x = kdot(n.d, kr, &s.q) * p.scale;
+                // soft_max_ext's fused `x + slope·m`; with slope 1 a plain add is the same
+                // bits (and no libm call on a CPU built without FMA)
+                *sc = if slope == 1.0 { x + mv } else { slope.mul_add(mv, x) };
+                // ggml's MAX(max, v), as soft_max_ext
+                max = if max > *sc { max } else { *sc };
+            }
+            // SAFETY: dst row (h, i, seq) is dv packed f32 of this item alone.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst.row(h as i64, qi, sq).cast::<f32>(), n.dv) };
+            if max == f32::NEG_INFINITY {
+                out.fill(0.0);
+                continue;
+            }
+            let mut sum = 0f64;
+            s.acc.fill(0.0);
+            for (j, sc) in s.scores.iter_mut().enumerate() {
+                let e = (*sc - max).exp();
+                sum += f64::from(e);
+                if e == 0.0 {
+                    continue;
+                }
+                // SAFETY: value row (j, kh, seq) is vrow packed bytes inside v.
+                let vr = unsafe { std::slice::from_raw_parts(v.row(j as i64, kh, sq), vrow) };
+                if let Err(err) = widen(vt, vr, &mut s.v) {
+                    failed.keep(Err(err));
+                    return;
+                }
+                s.acc.iter_mut().zip(&s.v).for_each(|(a, &x)| *a += e * x);
+            }
+            let inv = (1.0 / sum) as f32;
+            out.iter_mut().zip(&s.acc).for_each(|(o, &a)| *o = a * inv);
+        }
+    });
+    failed.into_result()
+}
+
+/// One work item's scratch rows.
+struct Scratch {
+    /// The query in the key type's dot partner.
+    q: Vec<u8>,
+    /// Scores, then their exponentials.
+    scores: Vec<f32>,
+    /// The weighted sum of value rows.
+    acc: Vec<f32>,
+    /// One value row in f32.
+    v: Vec<f32>,
+}
+
+/// A value row as f32: F32 as is, F16 by the CPU's conversion instruction, the
+/// rest by `dequantize_row`.
+fn widen(t: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    match t {
+        DType::F32 => {
+            dst.iter_mut()
+                .zip(src.chunks_exact(4))
+                .for_each(|(y, b)| *y = f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            Ok(())
+        }
+        DType::F16 => {
+            use half::slice::HalfFloatSliceExt;
+            match bytemuck::try_cast_slice::<u8, half::f16>(src) {
+                Ok(h) => h.convert_to_f32_slice(dst),
+                Err(_) => return quant::dequantize_row(t, src, dst),
+            }
+            Ok(())
+        }
+        _ => quant::dequantize_row(t, src, dst),
+    }
+}
