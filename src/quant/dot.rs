@@ -56,6 +56,7 @@ use crate::error::{Error, Result};
 
 mod act;
 mod common;
+pub(crate) mod f32_block;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
