@@ -56,7 +56,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
     };
-    // F32 weights below the GEMM's row count: 4 x 4 blocks of dots where the CPU has them
+    // F32 weights below the GEMM's row count: blocks of dots where the CPU has them
     let small_f32 = wt == crate::dtype::DType::F32 && n1 >= 2 && has_f32_blocks();
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
@@ -105,17 +105,17 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr().cast::<f32>();
                 // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed f32 inside `a` (packed_rows).
                 let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]).cast::<f32>() };
-                for r0 in rows.clone().step_by(4) {
-                    let rs = [0, 1, 2, 3].map(|d| (r0 + d).min(rows.end - 1));
-                    for c0 in (0..n1).step_by(4) {
-                        let cs = [0, 1, 2, 3].map(|d| (c0 + d).min(n1 - 1));
+                for r0 in rows.clone().step_by(F32_R) {
+                    let rs: [usize; F32_R] = std::array::from_fn(|d| (r0 + d).min(rows.end - 1));
+                    for c0 in (0..n1).step_by(F32_C) {
+                        let cs: [usize; F32_C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
                         // SAFETY: every pointer addresses k f32 (activation rows are brow = 4k bytes).
-                        let Some(out) = (unsafe { dot::f32_block::dot_4x4(k, rs.map(wrow), cs.map(act)) }) else {
+                        let Some(out) = (unsafe { dot::f32_block::dot_block(k, rs.map(wrow), cs.map(act)) }) else {
                             failed.keep(Err(crate::error::Error::internal("F32 blocks without AVX-512")));
                             return;
                         };
-                        for (i1, vals) in (c0..(c0 + 4).min(n1)).zip(out) {
-                            for (i0, v) in (r0..(r0 + 4).min(rows.end)).zip(vals) {
+                        for (i1, vals) in (c0..(c0 + F32_C).min(n1)).zip(out) {
+                            for (i0, v) in (r0..(r0 + F32_R).min(rows.end)).zip(vals) {
                                 // SAFETY: as for the write below.
                                 unsafe {
                                     dst.row(i1 as i64, i2 as i64, i3 as i64)
@@ -151,10 +151,14 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     failed.into_result()
 }
 
-/// Whether [`dot::f32_block::dot_4x4`] runs on this CPU.
+/// Weight rows and activation rows of one F32 block ([`dot::f32_block::dot_block`]).
+const F32_R: usize = 4;
+const F32_C: usize = 6;
+
+/// Whether [`dot::f32_block::dot_block`] runs on this CPU.
 fn has_f32_blocks() -> bool {
     // SAFETY: a zero-length block reads nothing.
-    unsafe { dot::f32_block::dot_4x4(0, [std::ptr::null(); 4], [std::ptr::null(); 4]) }.is_some()
+    unsafe { dot::f32_block::dot_block::<1, 1>(0, [std::ptr::null()], [std::ptr::null()]) }.is_some()
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],

@@ -1,15 +1,20 @@
-//! F32 `mul_mat` for a few activation rows: a 4 × 4 block of dot products per
-//! call (four weight rows against four activation rows, sixteen AVX-512
-//! accumulators), so each loaded vector feeds four multiply-adds where a single
-//! dot feeds one. Below the GEMM's row count this is the F32 path.
+//! F32 `mul_mat` for a few activation rows: an `R` × `C` block of dot products
+//! per call (`R` weight rows against `C` activation rows, `R·C` AVX-512
+//! accumulators; 4 × 6 fills 29 of the 32 registers), so each loaded vector
+//! feeds several multiply-adds where a single dot feeds one. Below the GEMM's
+//! row count this is the F32 path.
 
-/// `out[c][r] = Σ_i w[r][i]·a[c][i]` over `k` values, for the four weight rows
-/// `w` and four activation rows `a` (repeat a pointer to compute fewer);
+/// `out[c][r] = Σ_i w[r][i]·a[c][i]` over `k` values, for the `R` weight rows
+/// `w` and `C` activation rows `a` (repeat a pointer to compute fewer);
 /// `None` when the CPU has no AVX-512.
 ///
 /// # Safety
 /// Each pointer addresses `k` readable f32 values (any alignment).
-pub(crate) unsafe fn dot_4x4(k: usize, w: [*const f32; 4], a: [*const f32; 4]) -> Option<[[f32; 4]; 4]> {
+pub(crate) unsafe fn dot_block<const R: usize, const C: usize>(
+    k: usize,
+    w: [*const f32; R],
+    a: [*const f32; C],
+) -> Option<[[f32; R]; C]> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the feature is present; the pointers as the caller promises.
@@ -21,10 +26,10 @@ pub(crate) unsafe fn dot_4x4(k: usize, w: [*const f32; 4], a: [*const f32; 4]) -
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512(k: usize, w: [*const f32; 4], a: [*const f32; 4]) -> [[f32; 4]; 4] {
+unsafe fn avx512<const R: usize, const C: usize>(k: usize, w: [*const f32; R], a: [*const f32; C]) -> [[f32; R]; C] {
     use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_ps(); 4]; 4];
-    let step = |i: usize, mask: __mmask16, acc: &mut [[__m512; 4]; 4]| {
+    let mut acc = [[_mm512_setzero_ps(); R]; C];
+    let step = |i: usize, mask: __mmask16, acc: &mut [[__m512; R]; C]| {
         // SAFETY: lanes at i.. under `mask` lie inside the k values of each row.
         let (wv, av) = unsafe {
             (w.map(|p| _mm512_maskz_loadu_ps(mask, p.add(i))), a.map(|p| _mm512_maskz_loadu_ps(mask, p.add(i))))
@@ -55,7 +60,7 @@ mod tests {
                 (0..8).map(|r| (0..k).map(|i| ((i * 7 + r * 13) % 29) as f32 / 7.0 - 2.0).collect()).collect();
             let p = |r: usize| rows[r].as_ptr();
             // SAFETY: every row holds k values.
-            let Some(got) = (unsafe { super::dot_4x4(k, [p(0), p(1), p(2), p(3)], [p(4), p(5), p(6), p(7)]) }) else {
+            let Some(got) = (unsafe { super::dot_block(k, [p(0), p(1), p(2), p(3)], [p(4), p(5), p(6), p(7)]) }) else {
                 return; // no AVX-512 here: nothing to check
             };
             for (c, out) in got.iter().enumerate() {
