@@ -38,7 +38,7 @@
 //! # Tile shapes
 //! | weight | level | weight rows per call (`mr`) | activation rows per register group | `min_rows` |
 //! |---|---|---|---|---|
-//! | Q4_0, Q8_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
+//! | Q4_0, Q8_0, Q5_0, Q4_1 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
 //! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 1 |
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
@@ -151,11 +151,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q5_0) => (avx512::MR, 1, avx512::q5_0),
-        // Q4_1 from 2 rows: one activation row stays on the dot kernel, whose
-        // order of summation the greedy SmolLM2 answer checked against llama.cpp
-        // was matched with (the single-row tile is faster but flips a near-tie there)
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx512, DType::Q4_1) => (avx512::MR, 2, avx512::q4_1),
+        (SimdLevel::Avx512, DType::Q4_1) => (avx512::MR, 1, avx512::q4_1),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 1, avx512::q4_k),
         #[cfg(target_arch = "x86_64")]
