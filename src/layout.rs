@@ -133,6 +133,7 @@ impl Layout {
 
     /// The byte extent `[0, nbytes)` the tensor touches from its start (ggml's
     /// `ggml_nbytes`), `None` if it overflows. 0 for an empty tensor.
+    #[inline]
     pub fn checked_nbytes(&self) -> Option<usize> {
         if self.is_empty() {
             return Some(0);

@@ -29,6 +29,7 @@ pub(crate) struct Region<B> {
 
 /// The region of each storage root of a compute, by arena index: a dense
 /// table, since the loop looks up every operand of every node.
+#[derive(Clone, Debug)]
 pub(crate) struct Regions<B> {
     slots: Vec<Option<(TensorId, Region<B>)>>,
 }
@@ -37,7 +38,8 @@ impl<B> Regions<B> {
     fn new() -> Self {
         Regions { slots: Vec::new() }
     }
-    fn insert(&mut self, id: TensorId, r: Region<B>) {
+    /// Sets root `id`'s region.
+    pub fn insert(&mut self, id: TensorId, r: Region<B>) {
         let i = id.index();
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
@@ -147,14 +149,16 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
     let mut profile = run.profile.map(|_| Profile::default());
     for (step, &id) in run.graph.nodes().iter().enumerate() {
         let t = run.ctx.tensor(id)?;
-        if t.op().is_compute() {
+        // by reference: an `Op` is large (rope's parameters), and this runs per node
+        let op = &t.op;
+        if op.is_compute() {
             let start = profile.as_ref().map(|_| Instant::now());
             let dst = bind(run, id, t, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
-            node(k, run, t.op(), dst)?;
+            node(k, run, op, dst)?;
             k.node_done()?;
             if let (Some(p), Some(start)) = (profile.as_mut(), start) {
-                let weight = t.op().weight().and_then(|w| run.ctx.tensor(w).ok()).map(|w| w.layout().dtype);
-                p.add(OpKind { op: t.op().name(), weight }, start.elapsed());
+                let weight = op.weight().and_then(|w| run.ctx.tensor(w).ok()).map(|w| w.layout().dtype);
+                p.add(OpKind { op: op.name(), weight }, start.elapsed());
             }
         }
         if let Some(plan) = run.poison {
@@ -170,10 +174,10 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
 }
 
 /// One node's kernel: its operands bound by role.
-fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> Result<()> {
+fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: &Op, dst: K::Dst) -> Result<()> {
     let src = |id: TensorId| bind(run, id, run.ctx.tensor(id)?, false).and_then(|(r, offs, l)| K::src(r, offs, l));
     let opt = |id: Option<TensorId>| id.map(src).transpose();
-    match op {
+    match *op {
         Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } => k.copy(op.name(), dst, src(a)?),
         Op::Binary { op, a, b } => k.binary(op, dst, src(a)?, src(b)?),
         Op::Scale { a, s } => k.scale(s, dst, src(a)?),
@@ -187,7 +191,7 @@ fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> R
         Op::Norm { a, eps } => k.norm(eps, dst, src(a)?),
         Op::SoftMax { a, mask, scale, max_bias } => k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, opt(mask)?),
         Op::DiagMaskInf { a, n_past } => k.diag_mask_inf(n_past, dst, src(a)?),
-        Op::Rope { a, pos, freq, p } => k.rope(&p, dst, src(a)?, src(pos)?, opt(freq)?),
+        Op::Rope { a, pos, freq, ref p } => k.rope(p, dst, src(a)?, src(pos)?, opt(freq)?),
         Op::Concat { a, b, dim } => k.concat(dim, dst, src(a)?, src(b)?),
         Op::Repeat { a } => k.repeat(dst, src(a)?),
         Op::FlashAttn { q, k: keys, v, mask, scale, max_bias } => {
@@ -203,6 +207,7 @@ fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: Op, dst: K::Dst) -> R
 }
 
 /// The region, byte offset and layout of tensor `id` (header `t`) during a compute.
+#[inline(always)]
 fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, t: &Tensor, write: bool) -> Result<(&'a Region<B>, usize, Layout)> {
     let root = t.view_src().unwrap_or(id);
     let r = run

@@ -46,6 +46,7 @@ impl Kernels for CpuKernels<'_> {
     type Src = Strided;
     type Dst = StridedMut;
 
+    #[inline(always)]
     fn src(r: &Region<Bytes>, offs: usize, l: crate::layout::Layout) -> Result<Strided> {
         let base = match r.base {
             Bytes::Read(p) => p,
@@ -53,6 +54,7 @@ impl Kernels for CpuKernels<'_> {
         };
         Strided::new(base, r.len, offs, l)
     }
+    #[inline(always)]
     fn dst(r: &Region<Bytes>, offs: usize, l: crate::layout::Layout) -> Result<StridedMut> {
         match r.base {
             Bytes::Write(p) => StridedMut::new(p, r.len, offs, l),

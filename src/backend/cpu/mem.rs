@@ -46,17 +46,14 @@ macro_rules! strided {
         impl $name {
             /// The tensor `l` at byte `offs` of a buffer of `len` bytes at `base`.
             /// Errors if its byte extent leaves the buffer or it is misaligned.
+            // inlined: it runs for every operand of every node, and a call returning
+            // the header through memory stalls the loop on store forwarding
+            #[inline(always)]
             pub(crate) fn new(base: $ptr, len: usize, offs: usize, l: Layout) -> Result<$name> {
                 let end = l.checked_nbytes().and_then(|n| n.checked_add(offs));
-                if end.is_none_or(|e| e > len) {
-                    return Err(Error::internal(format!(
-                        "tensor ne={:?} nb={:?} at offset {offs} does not fit its {len}-byte buffer",
-                        l.ne, l.nb
-                    )));
-                }
                 let ptr = base.wrapping_add(offs);
-                if !(ptr as usize).is_multiple_of(l.dtype.align()) {
-                    return Err(Error::internal(format!("tensor at offset {offs} is misaligned for {}", l.dtype)));
+                if end.is_none_or(|e| e > len) || !(ptr as usize).is_multiple_of(l.dtype.align()) {
+                    return Err(misplaced(&l, offs, len));
                 }
                 Ok($name { ptr, l })
             }
@@ -92,6 +89,15 @@ strided!(
     Strided,
     *const u8
 );
+
+/// The error of a tensor that does not fit its buffer or is misaligned.
+#[cold]
+fn misplaced(l: &Layout, offs: usize, len: usize) -> Error {
+    Error::internal(format!(
+        "tensor ne={:?} nb={:?} {} at offset {offs} does not fit its {len}-byte buffer or is misaligned",
+        l.ne, l.nb, l.dtype
+    ))
+}
 
 strided!(
     /// A destination's bytes during one compute: a pointer to its first

@@ -24,6 +24,9 @@ pub struct CpuStorage {
     /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`]);
     /// `None` for a leaf that does not qualify.
     pub(super) packed: IdMap<Option<HostBuffer>>,
+    /// The regions of the last compute, kept while the plan and the buffer stay
+    /// (a node's region depends on nothing else); leaves' are refreshed each time.
+    regions: Option<Regions<Bytes>>,
 }
 
 /// The backend's copies of the leaves `plan` says the graph writes: those in
@@ -54,7 +57,7 @@ impl CpuStorage {
     pub(super) fn new(ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
         let leaf_copies = leaf_copies(ctx, graph, &plan, IdMap::default())?;
         let buffer = HostBuffer::zeroed(plan.buffer_size().max(capacity))?;
-        Ok(CpuStorage { buffer, plan, leaf_copies, packed: IdMap::default() })
+        Ok(CpuStorage { buffer, plan, leaf_copies, packed: IdMap::default(), regions: None })
     }
     /// The plan this storage follows.
     pub fn plan(&self) -> &Plan {
@@ -81,6 +84,7 @@ impl CpuStorage {
         // repacked weights stay for later graphs; those of dropped tensors go
         self.packed.retain(|&id, _| ctx.tensor(id).is_ok());
         self.plan = plan;
+        self.regions = None;
         Ok(())
     }
     /// Grows the plan buffer to at least `capacity` bytes (its contents are not
@@ -91,6 +95,7 @@ impl CpuStorage {
     pub fn grow(&mut self, capacity: usize) -> Result<()> {
         if capacity > self.buffer.len() {
             self.buffer = HostBuffer::zeroed(capacity)?;
+            self.regions = None;
         }
         Ok(())
     }
@@ -141,7 +146,8 @@ impl CpuStorage {
     /// buffer's bytes are at `buf_base`.
     pub(super) fn regions(&mut self, ctx: &Context, graph: &Graph, buf_base: *mut u8) -> Result<Regions<Bytes>> {
         let copies = &mut self.leaf_copies;
-        let leaf = |id: TensorId, place: Place| match place {
+        // a leaf's bytes may move between computes (new data set in the context)
+        let mut leaf = |id: TensorId, place: Place| match place {
             Place::LeafCopy => {
                 let b = copies.get_mut(&id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
                 Ok(Region { base: Bytes::Write(b.as_bytes_mut().as_mut_ptr()), len: b.len(), writable: true })
@@ -151,9 +157,20 @@ impl CpuStorage {
                 Ok(Region { base: Bytes::Read(b.as_ptr()), len: b.len(), writable: false })
             }
         };
-        exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| {
+        if let Some(cached) = &self.regions {
+            let mut r = cached.clone();
+            for &id in graph.leafs() {
+                if let Some(p @ (Place::Leaf | Place::LeafCopy)) = self.plan.place(id) {
+                    r.insert(id, leaf(id, p)?);
+                }
+            }
+            return Ok(r);
+        }
+        let r = exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| {
             Bytes::Write(buf_base.wrapping_add(offset))
-        })
+        })?;
+        self.regions = Some(r.clone());
+        Ok(r)
     }
 
     /// Bytes this storage holds in repacked weights
