@@ -9,7 +9,10 @@ ratio is ggml seconds / rgml seconds (above 1: rgml is faster), taken round
 by round; the report is the median over the rounds and the spread.
 
   python3 scripts/compare_ggml.py [--venv /work/venv-noamx] [--rgml target/release/rgml]
-      [--n 4096] [--threads 2] [--reps 15] [--rounds 3] [--json]
+      [--n 4096] [--threads 2] [--reps 15] [--rounds 3] [--json] [--types q5_1,q6_K,...]
+
+--types times only the matrix-vector products (N=1) of those weight types
+(`rgml bench --types`, `ggml_bench ... TYPES`).
 
 The repacked rows of `rgml bench` (-rp) are compared with ggml's plain ones:
 ggml repacks only through llama.cpp's extra buffer types, which its graph API
@@ -52,12 +55,15 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="one JSON object per workload")
+    ap.add_argument("--types", help="only the N=1 products of these weight types (comma-separated)")
     a = ap.parse_args()
     build(a.venv, a.harness)
     ratios, times = {}, {}
     for r in range(a.rounds):
-        g = json_lines([a.harness, str(a.n), str(a.threads), str(a.reps)])
-        m = json_lines([a.rgml, "bench", "--json", "--n", str(a.n), "--threads", str(a.threads), "--reps", str(a.reps)])
+        types = [a.types] if a.types else []
+        g = json_lines([a.harness, str(a.n), str(a.threads), str(a.reps)] + types)
+        rgml = [a.rgml, "bench", "--json", "--n", str(a.n), "--threads", str(a.threads), "--reps", str(a.reps)]
+        m = json_lines(rgml + (["--types", a.types] if a.types else []))
         for name, row in m.items():
             base = g.get(name.removesuffix("-rp"))
             if base is None:

@@ -4,7 +4,10 @@
 //
 //   cc -O2 -I$SITE/include ggml_bench.c -L$SITE/llama_cpp/lib -lggml -lggml-base -lggml-cpu
 //     -Wl,-rpath,$SITE/llama_cpp/lib -o ggml_bench
-//   ./ggml_bench N THREADS REPS        (one JSON object per workload on stdout)
+//   ./ggml_bench N THREADS REPS [TYPES] (one JSON object per workload on stdout)
+//
+// With TYPES (comma-separated ggml type names: q5_1,q6_K,...) only the
+// matrix-vector products of those weight types are timed, as `rgml bench --types`.
 //
 // Each workload is one graph, computed through a persistent ggml threadpool as
 // llama.cpp computes (ggml_graph_plan + ggml_graph_compute), once untimed and then
@@ -109,9 +112,22 @@ static struct ggml_tensor * build(struct ggml_context * ctx, const struct worklo
     return NULL;
 }
 
+// The ggml type named `name`, or GGML_TYPE_COUNT.
+static enum ggml_type type_named(const char * name, size_t len) {
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char * tn = ggml_type_name((enum ggml_type) t);
+        if (tn && strlen(tn) == len && strncmp(tn, name, len) == 0) {
+            return (enum ggml_type) t;
+        }
+    }
+    return GGML_TYPE_COUNT;
+}
+
+static int run_all(const struct workload * all, size_t n_all, int64_t n, int threads, int reps);
+
 int main(int argc, char ** argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: ggml_bench N THREADS REPS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: ggml_bench N THREADS REPS [TYPES]\n");
         return 2;
     }
     const int64_t n = atoll(argv[1]);
@@ -121,6 +137,24 @@ int main(int argc, char ** argv) {
         return 2;
     }
     ggml_cpu_init();
+    if (argc == 5) {
+        static struct workload mv[GGML_TYPE_COUNT];
+        static char names[GGML_TYPE_COUNT][48];
+        size_t n_mv = 0;
+        for (const char * p = argv[4]; *p && n_mv < GGML_TYPE_COUNT;) {
+            size_t len = strcspn(p, ",");
+            enum ggml_type t = type_named(p, len);
+            if (t == GGML_TYPE_COUNT) {
+                fprintf(stderr, "ggml_bench: unknown type %.*s\n", (int) len, p);
+                return 2;
+            }
+            snprintf(names[n_mv], sizeof names[n_mv], "W5-%s-n1", ggml_type_name(t));
+            mv[n_mv] = (struct workload) {names[n_mv], MATMUL, t, 1, 0};
+            n_mv++;
+            p += len + (p[len] == ',');
+        }
+        return run_all(mv, n_mv, n, threads, reps);
+    }
     const struct workload all[] = {
         {"W1", W1}, {"W2a", W2A}, {"W2b", W2B}, {"W3", W3}, {"W7", W7},
         {"W4-n1", MATMUL, GGML_TYPE_F32, 1}, {"W4-n16", MATMUL, GGML_TYPE_F32, 16},
@@ -130,7 +164,11 @@ int main(int argc, char ** argv) {
         {"W5-q4_K-n1", MATMUL, GGML_TYPE_Q4_K, 1},
         {"W6-t1", CHAIN, GGML_TYPE_F32, 0, 1}, {"W6-t2", CHAIN, GGML_TYPE_F32, 0, 2},
     };
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    return run_all(all, sizeof(all) / sizeof(all[0]), n, threads, reps);
+}
+
+static int run_all(const struct workload * all, size_t n_all, int64_t n, int threads, int reps) {
+    for (size_t i = 0; i < n_all; i++) {
         const struct workload * w = &all[i];
         const int t = w->threads ? w->threads : threads;
         const int r = w->kind == MATMUL ? (reps < 5 ? reps : 5) : w->kind == CHAIN ? (reps > 50 ? reps : 50) : reps;

@@ -195,6 +195,30 @@ fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String
     })
 }
 
+/// The matrix-vector product (`n`×`n` weights, one activation row) of each of
+/// `types`, as the W5 rows (`W5-{type}-n1`).
+pub fn run_matvecs(
+    threads: usize,
+    n: i64,
+    reps: usize,
+    types: &[rgml::DType],
+    mut each: impl FnMut(&Row),
+) -> Result<Vec<Row>, String> {
+    let cpu = CpuBackend::new(threads).map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    for &dt in types {
+        if n % dt.block_size() as i64 != 0 {
+            return Err(format!("--n {n} is not whole {dt} blocks of {}", dt.block_size()));
+        }
+        let w = workloads::matmul(dt, n, n, 1).map_err(|e| e.to_string())?;
+        let mut r = run_matmul(&cpu, &w, reps.min(5))?;
+        r.name = format!("W5-{dt}-n1");
+        each(&r);
+        rows.push(r);
+    }
+    Ok(rows)
+}
+
 /// Runs every workload: the memory-bound ones at size `n` with `threads`
 /// threads, and the overhead chain (1000 adds of 16 floats) with 1 and 2 threads.
 pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> Result<Vec<Row>, String> {

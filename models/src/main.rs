@@ -205,6 +205,10 @@ struct ExecArgs {
     unfused_attention: bool,
 }
 
+fn parse_dtype(s: &str) -> Result<rgml::DType, String> {
+    rgml::DType::from_name(s).ok_or_else(|| format!("unknown type {s:?}"))
+}
+
 fn parse_kv(s: &str) -> Result<KvType, String> {
     KvType::from_name(s).ok_or_else(|| format!("unknown KV cache type {s:?} (f16, f32 or q8_0)"))
 }
@@ -269,6 +273,10 @@ struct BenchArgs {
     /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
+    /// Only the matrix-vector products (N=1, n×n weights) of these weight types,
+    /// comma-separated (`q5_1,q6_K,iq4_xs`; CPU only).
+    #[arg(long, value_delimiter = ',', value_parser = parse_dtype)]
+    types: Option<Vec<rgml::DType>>,
     /// The synthetic llama's KV cache type (with --llama): f16, f32 or q8_0.
     #[arg(long, default_value = "f16", value_parser = parse_kv)]
     kv_type: KvType,
@@ -410,6 +418,13 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
         BackendArg::Cuda => bench_cuda(&a),
         BackendArg::Cpu if a.device.is_some() || a.mm.is_some() || a.matvec.is_some() => {
             Err("--device, --mm and --matvec need --backend cuda".into())
+        }
+        BackendArg::Cpu if a.types.is_some() => {
+            let types = a.types.as_deref().unwrap_or_default();
+            rgml_models::bench::run_matvecs(a.threads, a.n.unwrap_or(4096), a.reps.unwrap_or(15), types, |r| {
+                outln!("{}", if a.json { r.json() } else { r.table_line() });
+            })?;
+            Ok(ExitCode::SUCCESS)
         }
         BackendArg::Cpu => bench_cpu(a.json, a.threads, a.n.unwrap_or(4096), a.reps.unwrap_or(15), a.llama, a.kv_type),
     }
