@@ -11,8 +11,9 @@ by round; the report is the median over the rounds and the spread.
   python3 scripts/compare_ggml.py [--venv /work/venv-noamx] [--rgml target/release/rgml]
       [--n 4096] [--threads 2] [--reps 15] [--rounds 3] [--json] [--types q5_1,q6_K,...]
 
---types times only the matrix-vector products (N=1) of those weight types
-(`rgml bench --types`, `ggml_bench ... TYPES`).
+--types times only the products of those weight types with --act-rows
+activation rows (default 1: matrix-vector; `rgml bench --types`, `ggml_bench ...
+TYPES ROWS`).
 
 The repacked rows of `rgml bench` (-rp) are compared with ggml's plain ones:
 ggml repacks only through llama.cpp's extra buffer types, which its graph API
@@ -55,15 +56,16 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="one JSON object per workload")
-    ap.add_argument("--types", help="only the N=1 products of these weight types (comma-separated)")
+    ap.add_argument("--types", help="only the products of these weight types (comma-separated)")
+    ap.add_argument("--act-rows", type=int, default=1, help="with --types: activation rows")
     a = ap.parse_args()
     build(a.venv, a.harness)
     ratios, times = {}, {}
     for r in range(a.rounds):
-        types = [a.types] if a.types else []
+        types = [a.types, str(a.act_rows)] if a.types else []
         g = json_lines([a.harness, str(a.n), str(a.threads), str(a.reps)] + types)
         rgml = [a.rgml, "bench", "--json", "--n", str(a.n), "--threads", str(a.threads), "--reps", str(a.reps)]
-        m = json_lines(rgml + (["--types", a.types] if a.types else []))
+        m = json_lines(rgml + (["--types", a.types, "--act-rows", str(a.act_rows)] if a.types else []))
         for name, row in m.items():
             base = g.get(name.removesuffix("-rp"))
             if base is None:

@@ -4,10 +4,11 @@
 //
 //   cc -O2 -I$SITE/include ggml_bench.c -L$SITE/llama_cpp/lib -lggml -lggml-base -lggml-cpu
 //     -Wl,-rpath,$SITE/llama_cpp/lib -o ggml_bench
-//   ./ggml_bench N THREADS REPS [TYPES] (one JSON object per workload on stdout)
+//   ./ggml_bench N THREADS REPS [TYPES [ROWS]] (one JSON object per workload on stdout)
 //
-// With TYPES (comma-separated ggml type names: q5_1,q6_K,...) only the
-// matrix-vector products of those weight types are timed, as `rgml bench --types`.
+// With TYPES (comma-separated ggml type names: q5_1,q6_K,...) only the products
+// of those weight types with ROWS activation rows (default 1) are timed, as
+// `rgml bench --types ... --act-rows ROWS`.
 //
 // Each workload is one graph, computed through a persistent ggml threadpool as
 // llama.cpp computes (ggml_graph_plan + ggml_graph_compute), once untimed and then
@@ -126,8 +127,8 @@ static enum ggml_type type_named(const char * name, size_t len) {
 static int run_all(const struct workload * all, size_t n_all, int64_t n, int threads, int reps);
 
 int main(int argc, char ** argv) {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: ggml_bench N THREADS REPS [TYPES]\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: ggml_bench N THREADS REPS [TYPES [ROWS]]\n");
         return 2;
     }
     const int64_t n = atoll(argv[1]);
@@ -137,7 +138,12 @@ int main(int argc, char ** argv) {
         return 2;
     }
     ggml_cpu_init();
-    if (argc == 5) {
+    if (argc >= 5) {
+        const int64_t rows = argc == 6 ? atoll(argv[5]) : 1;
+        if (rows <= 0) {
+            fprintf(stderr, "ggml_bench: ROWS must be positive\n");
+            return 2;
+        }
         static struct workload mv[GGML_TYPE_COUNT];
         static char names[GGML_TYPE_COUNT][48];
         size_t n_mv = 0;
@@ -148,8 +154,8 @@ int main(int argc, char ** argv) {
                 fprintf(stderr, "ggml_bench: unknown type %.*s\n", (int) len, p);
                 return 2;
             }
-            snprintf(names[n_mv], sizeof names[n_mv], "W5-%s-n1", ggml_type_name(t));
-            mv[n_mv] = (struct workload) {names[n_mv], MATMUL, t, 1, 0};
+            snprintf(names[n_mv], sizeof names[n_mv], "W5-%s-n%lld", ggml_type_name(t), (long long) rows);
+            mv[n_mv] = (struct workload) {names[n_mv], MATMUL, t, rows, 0};
             n_mv++;
             p += len + (p[len] == ',');
         }

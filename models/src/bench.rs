@@ -195,11 +195,11 @@ fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String
     })
 }
 
-/// The matrix-vector product (`n`×`n` weights, one activation row) of each of
-/// `types`, as the W5 rows (`W5-{type}-n1`).
+/// The product of `n`×`n` weights with `rows` activation rows for each of
+/// `types`, as the W5 rows (`W5-{type}-n{rows}`).
 pub fn run_matvecs(
     threads: usize,
-    n: i64,
+    (n, rows_n): (i64, i64),
     reps: usize,
     types: &[rgml::DType],
     mut each: impl FnMut(&Row),
@@ -210,9 +210,9 @@ pub fn run_matvecs(
         if n % dt.block_size() as i64 != 0 {
             return Err(format!("--n {n} is not whole {dt} blocks of {}", dt.block_size()));
         }
-        let w = workloads::matmul(dt, n, n, 1).map_err(|e| e.to_string())?;
+        let w = workloads::matmul(dt, n, n, rows_n).map_err(|e| e.to_string())?;
         let mut r = run_matmul(&cpu, &w, reps.min(5))?;
-        r.name = format!("W5-{dt}-n1");
+        r.name = format!("W5-{dt}-n{rows_n}");
         each(&r);
         rows.push(r);
     }

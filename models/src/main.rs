@@ -277,6 +277,9 @@ struct BenchArgs {
     /// comma-separated (`q5_1,q6_K,iq4_xs`; CPU only).
     #[arg(long, value_delimiter = ',', value_parser = parse_dtype)]
     types: Option<Vec<rgml::DType>>,
+    /// With --types: activation rows of those products (default 1).
+    #[arg(long, default_value_t = 1)]
+    act_rows: i64,
     /// The synthetic llama's KV cache type (with --llama): f16, f32 or q8_0.
     #[arg(long, default_value = "f16", value_parser = parse_kv)]
     kv_type: KvType,
@@ -421,7 +424,8 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
         }
         BackendArg::Cpu if a.types.is_some() => {
             let types = a.types.as_deref().unwrap_or_default();
-            rgml_models::bench::run_matvecs(a.threads, a.n.unwrap_or(4096), a.reps.unwrap_or(15), types, |r| {
+            let (n, reps) = (a.n.unwrap_or(4096), a.reps.unwrap_or(15));
+            rgml_models::bench::run_matvecs(a.threads, (n, a.act_rows), reps, types, |r| {
                 outln!("{}", if a.json { r.json() } else { r.table_line() });
             })?;
             Ok(ExitCode::SUCCESS)
