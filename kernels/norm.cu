@@ -3,7 +3,10 @@
 
 // rms_norm: y = x * (1 / sqrt(mean(x^2) + eps)); squares in float summed in
 // double, the mean rounded to float.
-extern "C" __global__ void rg_rms_norm(float eps, char* dst, RgT d, const char* a, RgT ta) {
+// With a weight (has_w), y * w[i0 % w.ne0] of the weight row (i1, i2, i3) taken
+// modulo its dims, rounded as the separate mul would round it.
+extern "C" __global__ void rg_rms_norm(float eps, char* dst, RgT d, const char* a, RgT ta, const char* w, RgT tw,
+                                       int has_w) {
     i64 i1, i2, i3;
     rg_unravel_row(ta, blockIdx.x, &i1, &i2, &i3);
     const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
@@ -17,8 +20,11 @@ extern "C" __global__ void rg_rms_norm(float eps, char* dst, RgT d, const char* 
     acc = rg_block_sum(acc);
     float mean = (float)(acc / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
+    const char* wr = has_w ? w + (i1 % tw.ne[1]) * tw.nb[1] + (i2 % tw.ne[2]) * tw.nb[2] + (i3 % tw.ne[3]) * tw.nb[3] : 0;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        rg_store(y + i * d.nb[0], d.type, rg_load(x + i * ta.nb[0], ta.type) * scale);
+        float v = rg_load(x + i * ta.nb[0], ta.type) * scale;
+        if (has_w) v = v * rg_load(wr + (i % tw.ne[0]) * tw.nb[0], tw.type);
+        rg_store(y + i * d.nb[0], d.type, v);
     }
 }
 

@@ -257,6 +257,9 @@ pub enum Op {
         a: TensorId,
         /// Added to the mean square before the square root.
         eps: f32,
+        /// A weight the normed rows are multiplied by, broadcast as `mul`'s
+        /// second operand (`rms_norm` then `mul`, fused).
+        w: Option<TensorId>,
     },
     /// ggml's `norm`: each row centred and divided by `sqrt(var + eps)`.
     Norm {
@@ -396,7 +399,7 @@ impl Op {
             Op::Scale { a, .. }
             | Op::Unary { a, .. }
             | Op::SumRows { a }
-            | Op::RmsNorm { a, .. }
+            | Op::RmsNorm { a, w: None, .. }
             | Op::Norm { a, .. }
             | Op::DiagMaskInf { a, .. }
             | Op::Repeat { a } => vec![a],
@@ -407,6 +410,7 @@ impl Op {
             Op::SetRows { dst, rows, index } => vec![dst, rows, index],
             Op::SoftMax { a, mask, .. } => std::iter::once(a).chain(mask).collect(),
             Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
+            Op::RmsNorm { a, w: Some(w), .. } => vec![a, w],
             Op::FlashAttn { q, k, v, mask, .. } => [q, k, v].into_iter().chain(mask).collect(),
         }
     }
@@ -493,7 +497,7 @@ impl Op {
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Glu { .. } => 2 * n,
             Op::SumRows { a } => layout(a)?.nelements() as u64,
-            Op::RmsNorm { .. } => 3 * n,
+            Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),
             // a score and a weighted value row per query row, head and key

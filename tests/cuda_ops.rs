@@ -147,11 +147,16 @@ fn reductions_and_norms() {
         let a = leaf(ctx, &mut rng, &[300, 5, 2, 1], 1.0);
         let t = leaf(ctx, &mut rng, &[5, 40, 2, 1], 1.0);
         let t = ctx.transpose(t).unwrap();
+        // a weight row, and one per row of the transposed input, broadcast
+        let w = leaf(ctx, &mut rng, &[300, 1, 1, 1], 2.0);
+        let wt = leaf(ctx, &mut rng, &[40, 5, 1, 1], 2.0);
         vec![
             ctx.sum_rows(a).unwrap(),
             ctx.sum_rows(t).unwrap(),
             ctx.rms_norm(a, 1e-6).unwrap(),
             ctx.rms_norm(t, 1e-5).unwrap(),
+            ctx.rms_norm_mul(a, w, 1e-6).unwrap(),
+            ctx.rms_norm_mul(t, wt, 1e-5).unwrap(),
             ctx.norm(a, 1e-5).unwrap(),
         ]
     });

@@ -54,6 +54,7 @@ impl<B> Regions<B> {
         }
     }
     /// Every root and its region, in arena order.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // a CUDA graph's key
     pub fn iter(&self) -> impl Iterator<Item = (&TensorId, &Region<B>)> {
         self.slots.iter().flatten().map(|(k, r)| (k, r))
     }
@@ -101,8 +102,8 @@ pub(crate) trait Kernels {
     fn get_rows(&mut self, dst: Self::Dst, table: Self::Src, index: Self::Src) -> Result<()>;
     /// `rows` into `dst` at the I32 `index`.
     fn set_rows(&mut self, dst: Self::Dst, rows: Self::Src, index: Self::Src) -> Result<()>;
-    /// Each row over its root mean square.
-    fn rms_norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// Each row over its root mean square, times the broadcast weight `w` if given.
+    fn rms_norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src, w: Option<Self::Src>) -> Result<()>;
     /// Each row centred and scaled to unit variance.
     fn norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// Row softmax of `a*scale + slope*mask`.
@@ -187,7 +188,7 @@ fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: &Op, dst: K::Dst) -> 
         Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
         Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),
-        Op::RmsNorm { a, eps } => k.rms_norm(eps, dst, src(a)?),
+        Op::RmsNorm { a, eps, w } => k.rms_norm(eps, dst, src(a)?, opt(w)?),
         Op::Norm { a, eps } => k.norm(eps, dst, src(a)?),
         Op::SoftMax { a, mask, scale, max_bias } => k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, opt(mask)?),
         Op::DiagMaskInf { a, n_past } => k.diag_mask_inf(n_past, dst, src(a)?),

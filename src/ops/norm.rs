@@ -12,7 +12,23 @@ impl Context {
     /// a new contiguous F32 tensor of `a`'s shape. `eps` must be `>= 0`.
     pub fn rms_norm(&self, a: TensorId, eps: f32) -> Result<TensorId> {
         let l = self.norm_input("rms_norm", a, eps)?;
-        self.new_result(Op::RmsNorm { a, eps }, DType::F32, l.ne)
+        self.new_result(Op::RmsNorm { a, eps, w: None }, DType::F32, l.ne)
+    }
+
+    /// `mul(rms_norm(a, eps), w)` in one op (the norm with its weight, as
+    /// llama.cpp's backends fuse them): the same bits as the two ops. `w` is
+    /// F32, F16 or BF16 with any strides, broadcast over `a` as `mul`'s second
+    /// operand (`a.ne[i] % w.ne[i] == 0`).
+    pub fn rms_norm_mul(&self, a: TensorId, w: TensorId, eps: f32) -> Result<TensorId> {
+        let l = self.norm_input("rms_norm", a, eps)?;
+        let lw = self.require_float("rms_norm", w)?;
+        if (0..4).any(|i| lw.ne[i] == 0 || l.ne[i] % lw.ne[i] != 0) {
+            return Err(Error::shape(
+                "rms_norm",
+                format!("weight ne={:?} does not broadcast over ne={:?}: need a.ne[i] % w.ne[i] == 0", lw.ne, l.ne),
+            ));
+        }
+        self.new_result(Op::RmsNorm { a, eps, w: Some(w) }, DType::F32, l.ne)
     }
 
     /// ggml's `norm`: every row (dim 0) centred and scaled to unit variance,

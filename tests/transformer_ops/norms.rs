@@ -77,3 +77,36 @@ fn rms_norm_of_zero_row() {
     let ms: f64 = (1.0 + 4.0 + 9.0 + 16.0 + 25.0) / 5.0;
     check("rms_norm", &got[5..], &[1., 2., 3., 4., 5.].map(|v: f64| v / (ms + 1e-6).sqrt()), 1e-6, 0.0);
 }
+
+/// `rms_norm_mul` gives the bits of `rms_norm` then `mul`, for weights that are a
+/// row, a full tensor, a per-head row of a 3-D input and a transposed F16 view;
+/// 1 and 2 threads. Weights that do not broadcast are refused.
+#[test]
+fn rms_norm_mul_is_rms_norm_then_mul() {
+    let mut rng = Rng(0x6e_6d);
+    let ne = [132, 6, 5, 1];
+    for kind in KINDS {
+        let mut ctx = Context::new();
+        let x = input(&mut ctx, &mut rng, DType::F32, ne, kind, 3.0);
+        let weights = [
+            input(&mut ctx, &mut rng, DType::F32, [132, 1, 1, 1], Kind::Contig, 2.0).id,
+            input(&mut ctx, &mut rng, DType::F32, ne, Kind::Padded, 2.0).id,
+            input(&mut ctx, &mut rng, DType::F32, [132, 6, 1, 1], Kind::Contig, 2.0).id,
+            input(&mut ctx, &mut rng, DType::F16, [132, 6, 1, 1], Kind::Transposed, 2.0).id,
+            input(&mut ctx, &mut rng, DType::F32, [44, 1, 1, 1], Kind::Contig, 2.0).id,
+        ];
+        for w in weights {
+            let fused = ctx.rms_norm_mul(x.id, w, 1e-5).unwrap();
+            let unfused = ctx.mul(ctx.rms_norm(x.id, 1e-5).unwrap(), w).unwrap();
+            for threads in [1, 2] {
+                let (a, b) = (run(&ctx, fused, threads), run(&ctx, unfused, threads));
+                assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{kind:?} {threads}t");
+            }
+        }
+        let bad = ctx.new_tensor(DType::F32, &[131]).unwrap();
+        assert!(matches!(ctx.rms_norm_mul(x.id, bad, 1e-5), Err(Error::Shape { .. })));
+        let int = ctx.new_tensor(DType::I32, &[132]).unwrap();
+        assert!(matches!(ctx.rms_norm_mul(x.id, int, 1e-5), Err(Error::Unsupported { .. })));
+        assert!(matches!(ctx.rms_norm_mul(x.id, weights[0], -1.0), Err(Error::Invalid(_))));
+    }
+}

@@ -27,9 +27,9 @@ pub(crate) struct Block<'a> {
 }
 
 impl Block<'_> {
-    /// RMS norm of `x`'s rows, times the weight `w`.
+    /// RMS norm of `x`'s rows, times the weight `w` (one fused op).
     pub fn norm(&self, x: TensorId, w: TensorId) -> Result<TensorId> {
-        self.c.mul(self.c.rms_norm(x, self.hp.rms_eps)?, w)
+        self.c.rms_norm_mul(x, w, self.hp.rms_eps)
     }
 
     /// `w·x`, plus the bias `b`.

@@ -95,8 +95,8 @@ impl Kernels for CpuKernels<'_> {
     fn set_rows(&mut self, dst: StridedMut, rows: Strided, index: Strided) -> Result<()> {
         rows::set_rows(&self.ex, dst, rows, index)
     }
-    fn rms_norm(&mut self, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
-        norm::rms_norm(&self.ex, eps, dst, a)
+    fn rms_norm(&mut self, eps: f32, dst: StridedMut, a: Strided, w: Option<Strided>) -> Result<()> {
+        norm::rms_norm(&self.ex, eps, dst, a, w)
     }
     fn norm(&mut self, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
         norm::norm(&self.ex, eps, dst, a)

@@ -110,8 +110,10 @@ where
 }
 
 /// `y = x / sqrt(mean(x²) + eps)` per row: squares in f32 summed in f64, the
-/// mean rounded to f32, the scale `1/sqrt(mean + eps)` in f32 (as ggml).
-pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
+/// mean rounded to f32, the scale `1/sqrt(mean + eps)` in f32 (as ggml); then,
+/// with a weight `w` (rows broadcast as `mul`'s), `y·w` rounded as `mul` rounds it.
+pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided, w: Option<Strided>) -> Result<()> {
+    let sw = w.map(|w| Scalar::of("rms_norm", w.l.dtype)).transpose()?;
     map_rows(
         ex,
         "rms_norm",
@@ -119,12 +121,21 @@ pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided) -> Resu
         a,
         3,
         || (),
-        move |_, _, x, y| {
+        move |_, [i1, i2, i3], x, y| {
             let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
             let mean = (sum / x.len() as f64) as f32;
             let scale = 1.0f32 / (mean + eps).sqrt();
             for (o, &v) in y.iter_mut().zip(x) {
                 *o = v * scale;
+            }
+            if let (Some(w), Some(sw)) = (w, sw) {
+                let (ne, nb0) = (w.l.ne, w.l.nb[0]);
+                let row = w.row(i1 % ne[1], i2 % ne[2], i3 % ne[3]);
+                for (i, o) in y.iter_mut().enumerate() {
+                    // SAFETY: the weight row has ne[0] values, and ne[0] divides the row
+                    // length (checked when the op was made).
+                    *o *= unsafe { sw.load(row.add((i % ne[0] as usize) * nb0)) };
+                }
             }
         },
     )

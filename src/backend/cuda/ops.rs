@@ -55,14 +55,22 @@ pub(crate) fn sum_rows(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     Ok(())
 }
 
-/// `rms_norm` (`rms`) or `norm` of each row.
-pub(crate) fn norm(dev: &Device, rms: bool, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
+/// `rms_norm` of each row, times the broadcast weight `w` if given.
+pub(crate) fn rms_norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound, w: Option<Bound>) -> Result<()> {
     let rows = per_row(a.l.nrows(), 0)?;
-    if rms {
-        launch!(dev, "norm", "rg_rms_norm", rows; eps, dst.ptr, dst.p("rms_norm")?, a.ptr, a.p("rms_norm")?);
-    } else {
-        launch!(dev, "norm", "rg_norm", rows; eps, dst.ptr, dst.p("norm")?, a.ptr, a.p("norm")?);
-    }
+    let (wp, wk) = match w {
+        Some(w) => (w.ptr, w.p("rms_norm")?),
+        None => (0u64, a.p("rms_norm")?),
+    };
+    launch!(dev, "norm", "rg_rms_norm", rows;
+        eps, dst.ptr, dst.p("rms_norm")?, a.ptr, a.p("rms_norm")?, wp, wk, i32::from(w.is_some()));
+    Ok(())
+}
+
+/// `norm` of each row.
+pub(crate) fn norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
+    let rows = per_row(a.l.nrows(), 0)?;
+    launch!(dev, "norm", "rg_norm", rows; eps, dst.ptr, dst.p("norm")?, a.ptr, a.p("norm")?);
     Ok(())
 }
 

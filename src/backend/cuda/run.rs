@@ -77,11 +77,11 @@ impl Kernels for CudaKernels<'_> {
         self.claims_ptr += 4 * n as u64;
         Ok(())
     }
-    fn rms_norm(&mut self, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
-        ops::norm(self.dev, true, eps, dst, a)
+    fn rms_norm(&mut self, eps: f32, dst: BoundMut, a: Bound, w: Option<Bound>) -> Result<()> {
+        ops::rms_norm(self.dev, eps, dst, a, w)
     }
     fn norm(&mut self, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
-        ops::norm(self.dev, false, eps, dst, a)
+        ops::norm(self.dev, eps, dst, a)
     }
     fn soft_max(&mut self, p: SoftMax, dst: BoundMut, a: Bound, mask: Option<Bound>) -> Result<()> {
         ops::soft_max(self.dev, p, dst, a, mask)
