@@ -29,7 +29,7 @@ pub(crate) struct Region<B> {
 
 /// The region of each storage root of a compute, by arena index: a dense
 /// table, since the loop looks up every operand of every node.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Regions<B> {
     slots: Vec<Option<(TensorId, Region<B>)>>,
 }

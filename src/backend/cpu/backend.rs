@@ -117,8 +117,9 @@ impl CpuBackend {
         storage.plan.check_graph(graph)?;
         let buf = storage.buffer.as_bytes_mut();
         let buf = (buf.as_mut_ptr(), buf.len());
-        let regions = storage.regions(ctx, graph, buf.0)?;
-        let CpuStorage { plan, packed, .. } = storage;
+        storage.regions(ctx, graph, buf.0)?;
+        let CpuStorage { plan, packed, regions, .. } = storage;
+        let regions = regions.as_ref().ok_or_else(|| Error::internal("regions not made"))?;
         self.pool.session(|session| {
             let ex = Exec { pool: Some(session), gemm: Some(&self.gemm) };
             let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
@@ -126,7 +127,7 @@ impl CpuBackend {
                 exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
             }
             let poison = self.poison.then_some(&*plan);
-            exec::run(&mut k, &exec::Run { ctx, graph, regions: &regions, poison, profile: self.profile.as_ref() })
+            exec::run(&mut k, &exec::Run { ctx, graph, regions, poison, profile: self.profile.as_ref() })
         })
     }
 

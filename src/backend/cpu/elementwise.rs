@@ -93,12 +93,7 @@ fn binary_with<F>(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, f: F) -> R
 where
     F: Fn(f32, f32) -> f32 + Sync + Send + Copy,
 {
-    let (sd, sa, sb) =
-        (Scalar::of("binary", dst.l.dtype)?, Scalar::of("binary", a.l.dtype)?, Scalar::of("binary", b.l.dtype)?);
     let ne = dst.l.ne;
-    if dst.l.is_empty() {
-        return Ok(());
-    }
     let f32s = all_f32(&[&dst.l, &a.l, &b.l]);
     if f32s && a.l.ne == b.l.ne && dst.l.is_contiguous() && a.l.is_contiguous() && b.l.is_contiguous() {
         let n = dst.l.nelements() as usize;
@@ -109,6 +104,11 @@ where
             // d may equal x or y exactly (in place), never partly.
             unsafe { zip_f32(d.add(lo), x.add(lo), y.add(lo), hi - lo, f) }
         });
+        return Ok(());
+    }
+    let (sd, sa, sb) =
+        (Scalar::of("binary", dst.l.dtype)?, Scalar::of("binary", a.l.dtype)?, Scalar::of("binary", b.l.dtype)?);
+    if dst.l.is_empty() {
         return Ok(());
     }
     let bne = b.l.ne;

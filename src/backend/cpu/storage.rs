@@ -26,7 +26,7 @@ pub struct CpuStorage {
     pub(super) packed: IdMap<Option<HostBuffer>>,
     /// The regions of the last compute, kept while the plan and the buffer stay
     /// (a node's region depends on nothing else); leaves' are refreshed each time.
-    regions: Option<Regions<Bytes>>,
+    pub(super) regions: Option<Regions<Bytes>>,
 }
 
 /// The backend's copies of the leaves `plan` says the graph writes: those in
@@ -142,9 +142,10 @@ impl CpuStorage {
         crate::backend::traits::BackendStorage::set_data(self, ctx, id, values)
     }
 
-    /// Base and length of every storage root the graph touches; the plan
-    /// buffer's bytes are at `buf_base`.
-    pub(super) fn regions(&mut self, ctx: &Context, graph: &Graph, buf_base: *mut u8) -> Result<Regions<Bytes>> {
+    /// Base and length of every storage root the graph touches (the plan
+    /// buffer's bytes are at `buf_base`), made once per plan and buffer, the
+    /// leaves' refreshed every call.
+    pub(super) fn regions(&mut self, ctx: &Context, graph: &Graph, buf_base: *mut u8) -> Result<&Regions<Bytes>> {
         let copies = &mut self.leaf_copies;
         // a leaf's bytes may move between computes (new data set in the context)
         let mut leaf = |id: TensorId, place: Place| match place {
@@ -157,20 +158,22 @@ impl CpuStorage {
                 Ok(Region { base: Bytes::Read(b.as_ptr()), len: b.len(), writable: false })
             }
         };
-        if let Some(cached) = &self.regions {
-            let mut r = cached.clone();
-            for &id in graph.leafs() {
-                if let Some(p @ (Place::Leaf | Place::LeafCopy)) = self.plan.place(id) {
-                    r.insert(id, leaf(id, p)?);
+        match &mut self.regions {
+            Some(r) => {
+                for &id in graph.leafs() {
+                    if let Some(p @ (Place::Leaf | Place::LeafCopy)) = self.plan.place(id) {
+                        r.insert(id, leaf(id, p)?);
+                    }
                 }
+                Ok(r)
             }
-            return Ok(r);
+            slot @ None => {
+                let r = exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| {
+                    Bytes::Write(buf_base.wrapping_add(offset))
+                })?;
+                Ok(slot.insert(r))
+            }
         }
-        let r = exec::regions(ctx, graph, &self.plan, self.buffer.len(), leaf, |offset| {
-            Bytes::Write(buf_base.wrapping_add(offset))
-        })?;
-        self.regions = Some(r.clone());
-        Ok(r)
     }
 
     /// Bytes this storage holds in repacked weights
