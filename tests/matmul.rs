@@ -128,6 +128,19 @@ fn f32_gemm_path_at_odd_sizes_and_layouts() {
     }
 }
 
+/// F16 and BF16 weights from two activation rows run in register blocks of 4 weight rows ×
+/// 6 activation rows: partial blocks both ways, tails of k inside a vector,
+/// broadcast and transposed activations.
+#[test]
+fn f16_and_bf16_blocks_at_odd_sizes_and_layouts() {
+    for &(k, m, n) in &[(45, 19, 13), (1, 3, 2), (17, 5, 7), (130, 9, 40)] {
+        for wt in [DType::F16, DType::BF16] {
+            check(wt, k, m, n, [1, 1], [1, 1], false);
+            check(wt, k, m, n, [2, 1], [2, 3], true);
+        }
+    }
+}
+
 #[test]
 fn small_batches_use_the_dot_kernels_for_every_weight_type() {
     for wt in dot::WEIGHT_TYPES {

@@ -56,8 +56,9 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
     };
-    // F32 weights below the GEMM's row count: blocks of dots where the CPU has them
-    let small_f32 = wt == crate::dtype::DType::F32 && n1 >= 2 && has_f32_blocks();
+    // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
+    use crate::dtype::DType;
+    let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && has_f32_blocks();
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
@@ -101,16 +102,26 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 }
                 continue;
             }
-            if small_f32 {
-                let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr().cast::<f32>();
-                // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed f32 inside `a` (packed_rows).
-                let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]).cast::<f32>() };
+            if blocks_of_dots {
+                let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr();
+                // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed values inside `a` (packed_rows).
+                let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]) };
                 for r0 in rows.clone().step_by(F32_R) {
                     let rs: [usize; F32_R] = std::array::from_fn(|d| (r0 + d).min(rows.end - 1));
                     for c0 in (0..n1).step_by(F32_C) {
                         let cs: [usize; F32_C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
-                        // SAFETY: every pointer addresses k f32 (activation rows are brow = 4k bytes).
-                        let Some(out) = (unsafe { dot::f32_block::dot_block(k, rs.map(wrow), cs.map(act)) }) else {
+                        let (w, x) = (rs.map(wrow), cs.map(act));
+                        // SAFETY: every pointer addresses k values of the weight type (activation
+                        // rows are brow bytes of the same type: these types are their own dot partner).
+                        let out = unsafe {
+                            use dot::f32_block::{dot_block, BF16, F16, F32};
+                            match wt {
+                                DType::F16 => dot_block::<F32_R, F32_C, F16>(k, w, x),
+                                DType::BF16 => dot_block::<F32_R, F32_C, BF16>(k, w, x),
+                                _ => dot_block::<F32_R, F32_C, F32>(k, w, x),
+                            }
+                        };
+                        let Some(out) = out else {
                             failed.keep(Err(crate::error::Error::internal("F32 blocks without AVX-512")));
                             return;
                         };
@@ -158,7 +169,8 @@ const F32_C: usize = 6;
 /// Whether [`dot::f32_block::dot_block`] runs on this CPU.
 fn has_f32_blocks() -> bool {
     // SAFETY: a zero-length block reads nothing.
-    unsafe { dot::f32_block::dot_block::<1, 1>(0, [std::ptr::null()], [std::ptr::null()]) }.is_some()
+    unsafe { dot::f32_block::dot_block::<1, 1, { dot::f32_block::F32 }>(0, [std::ptr::null()], [std::ptr::null()]) }
+        .is_some()
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
