@@ -195,6 +195,14 @@ fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String
     })
 }
 
+/// One `mul_mat` row of the table: `n`×`n` weights of `dt` with `rows` activation rows.
+fn product(cpu: &CpuBackend, dt: rgml::DType, (n, rows): (i64, i64), reps: usize, name: String) -> Result<Row, String> {
+    let w = workloads::matmul(dt, n, n, rows).map_err(|e| e.to_string())?;
+    let mut r = run_matmul(cpu, &w, reps.min(5))?;
+    r.name = name;
+    Ok(r)
+}
+
 /// The product of `n`×`n` weights with `rows` activation rows for each of
 /// `types`, as the W5 rows (`W5-{type}-n{rows}`).
 pub fn run_matvecs(
@@ -210,9 +218,7 @@ pub fn run_matvecs(
         if n % dt.block_size() as i64 != 0 {
             return Err(format!("--n {n} is not whole {dt} blocks of {}", dt.block_size()));
         }
-        let w = workloads::matmul(dt, n, n, rows_n).map_err(|e| e.to_string())?;
-        let mut r = run_matmul(&cpu, &w, reps.min(5))?;
-        r.name = format!("W5-{dt}-n{rows_n}");
+        let r = product(&cpu, dt, (n, rows_n), reps, format!("W5-{dt}-n{rows_n}"))?;
         each(&r);
         rows.push(r);
     }
@@ -236,9 +242,8 @@ pub fn run(threads: usize, n: i64, reps: usize, mut each: impl FnMut(&Row)) -> R
         (rgml::DType::Q4_K, &[1]),
     ] {
         for &nt in ns.iter().filter(|_| n % dt.block_size() as i64 == 0) {
-            let w = workloads::matmul(dt, n, n, nt).map_err(|e| e.to_string())?;
-            let mut r = run_matmul(&cpu, &w, reps.min(5))?;
-            r.name = if dt == rgml::DType::F32 { format!("W4-n{nt}") } else { format!("W5-{dt}-n{nt}") };
+            let name = if dt == rgml::DType::F32 { format!("W4-n{nt}") } else { format!("W5-{dt}-n{nt}") };
+            let r = product(&cpu, dt, (n, nt), reps, name)?;
             each(&r);
             rows.push(r);
         }

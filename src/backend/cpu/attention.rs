@@ -56,8 +56,11 @@ pub(crate) fn flash_attn(
     }
     let (kt, vt) = (k.l.dtype, v.l.dtype);
     let kdot = dot::dot_fn(kt)?.raw();
-    let qrow = dot::vec_dot_type(kt).row_size(n.d as i64).unwrap_or(0);
-    let (krow, vrow) = (kt.row_size(n.d as i64).unwrap_or(0), vt.row_size(n.dv as i64).unwrap_or(0));
+    let row = |t: DType, w: usize| {
+        t.row_size(w as i64)
+            .ok_or_else(|| Error::internal(format!("flash_attn_ext: {w} values are not whole {t} blocks")))
+    };
+    let (qrow, krow, vrow) = (row(dot::vec_dot_type(kt), n.d)?, row(kt, n.d)?, row(vt, n.dv)?);
     let sm = mask.map(|m| Scalar::of("flash_attn_ext", m.l.dtype)).transpose()?;
     let slopes = alibi_slopes(u32::try_from(n.n_head).unwrap_or(u32::MAX), p.max_bias);
     let units = n.n_head * n.n_q * q.l.ne[3] as usize;
@@ -135,22 +138,13 @@ struct Scratch {
     v: Vec<f32>,
 }
 
-/// A value row as f32: F32 as is, F16 by the CPU's conversion instruction, the
-/// rest by `dequantize_row`.
+/// A value row as f32: F16 (the default cache) by the CPU's conversion
+/// instruction when the row is aligned, everything else by `dequantize_row`.
 fn widen(t: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
-    match t {
-        DType::F32 => {
-            dst.iter_mut()
-                .zip(src.chunks_exact(4))
-                .for_each(|(y, b)| *y = f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            Ok(())
-        }
-        DType::F16 => {
-            use half::slice::HalfFloatSliceExt;
-            match bytemuck::try_cast_slice::<u8, half::f16>(src) {
-                Ok(h) => h.convert_to_f32_slice(dst),
-                Err(_) => return quant::dequantize_row(t, src, dst),
-            }
+    use half::slice::HalfFloatSliceExt;
+    match bytemuck::try_cast_slice::<u8, half::f16>(src) {
+        Ok(h) if t == DType::F16 && h.len() == dst.len() => {
+            h.convert_to_f32_slice(dst);
             Ok(())
         }
         _ => quant::dequantize_row(t, src, dst),

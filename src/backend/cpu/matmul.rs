@@ -58,7 +58,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     };
     // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
     use crate::dtype::DType;
-    let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && has_f32_blocks();
+    let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
@@ -165,13 +165,6 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
 /// Weight rows and activation rows of one F32 block ([`dot::f32_block::dot_block`]).
 const F32_R: usize = 4;
 const F32_C: usize = 6;
-
-/// Whether [`dot::f32_block::dot_block`] runs on this CPU.
-fn has_f32_blocks() -> bool {
-    // SAFETY: a zero-length block reads nothing.
-    unsafe { dot::f32_block::dot_block::<1, 1, { dot::f32_block::F32 }>(0, [std::ptr::null()], [std::ptr::null()]) }
-        .is_some()
-}
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
 /// groups of `mr` rows in order), or `None` when it does not qualify: a

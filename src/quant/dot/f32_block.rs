@@ -7,6 +7,18 @@
 //! Below the GEMM's row count this is the F32 path, and the F16 and BF16 path
 //! from two activation rows.
 
+/// Whether [`dot_block`] runs on this CPU (AVX-512 F, BW and VL).
+pub(crate) fn supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// The element types of [`dot_block`]'s rows.
 pub(crate) const F32: u8 = 0;
 /// F16 rows.
@@ -26,10 +38,7 @@ pub(crate) unsafe fn dot_block<const R: usize, const C: usize, const T: u8>(
     a: [*const u8; C],
 ) -> Option<[[f32; R]; C]> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-    {
+    if supported() {
         // SAFETY: the features are present (F: the 512-bit F16 conversion; BW, VL:
         // the masked 16-bit load); the pointers as the caller promises.
         return Some(unsafe { avx512::<R, C, T>(k, w, a) });
