@@ -35,7 +35,8 @@ use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 7] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+const TYPES: [DType; 8] =
+    [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 const REL_TOL: f64 = 1e-5;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,7 +52,7 @@ enum Kind {
 /// `(scale fields, quant bytes)` of a block of type `t`: the byte ranges.
 fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     match t {
-        DType::Q4_0 => (0..2, 2..18),
+        DType::Q4_0 | DType::IQ4_NL => (0..2, 2..18),
         DType::Q4_1 => (0..4, 4..20),
         DType::Q5_0 => (0..2, 2..22),
         DType::Q8_1 => (0..4, 4..36),
@@ -306,7 +307,7 @@ fn the_best_kernel_is_the_detected_level() {
             assert!(tile_kernel(w).is_none(), "Q8_0 has no scalar tile");
             continue;
         }
-        if matches!(w, DType::Q4_1 | DType::Q5_0) && SimdLevel::detect() != SimdLevel::Avx512 {
+        if matches!(w, DType::Q4_1 | DType::Q5_0 | DType::IQ4_NL) && SimdLevel::detect() != SimdLevel::Avx512 {
             assert!(tile_kernel(w).is_none(), "{w} has an AVX-512 tile only");
             continue;
         }

@@ -8,8 +8,8 @@
 //! `MR` rows' quants are transposed so that each 32-bit lane of a vector holds
 //! four quants of one weight row (`MR = 16` lanes of a 512-bit vector, 8 of a
 //! 256-bit one), as unsigned bytes (Q4_0's nibbles as they are, Q8_0's quants
-//! `+ 128`), with the rows' scales in one f32 vector. Every activation row then
-//! meets the packed chunk: per block, 8 multiply-adds of the packed vectors with
+//! and IQ4_NL's table values `+ 128`), with the rows' scales in one f32
+//! vector. Every activation row then meets the packed chunk: per block, 8 multiply-adds of the packed vectors with
 //! a broadcast group of four activation quants (`vpdpbusd`, or `vpmaddubsw`
 //! on AVX2) give the exact integer dots of all `MR` rows at once, then one
 //! conversion, one multiply (`d_w · d_a`) and one FMA add them to the row's f32
@@ -39,6 +39,7 @@
 //! | weight | level | weight rows per call (`mr`) | activation rows per register group | `min_rows` |
 //! |---|---|---|---|---|
 //! | Q4_0, Q8_0, Q5_0, Q4_1 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
+//! | IQ4_NL | AVX-512 VNNI | 16 | 8, then 4/2/1 | 2 |
 //! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 1 |
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
@@ -153,6 +154,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q5_0) => (avx512::MR, 1, avx512::q5_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_1) => (avx512::MR, 1, avx512::q4_1),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::IQ4_NL) => (avx512::MR, 2, avx512::iq4_nl),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, 1, avx512::q4_k),
         #[cfg(target_arch = "x86_64")]

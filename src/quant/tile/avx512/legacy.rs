@@ -1,5 +1,5 @@
-//! The 32-value tiles: Q4_0, Q5_0 and Q8_0 weights with prepared Q8_0
-//! activations, Q4_1 weights with prepared Q8_1 activations.
+//! The 32-value tiles: Q4_0, Q5_0, Q8_0 and IQ4_NL weights with prepared
+//! Q8_0 activations, Q4_1 weights with prepared Q8_1 activations.
 //!
 //! Per chunk of [`KC`] blocks the weight rows are packed (see [`pack_q4_0`],
 //! [`pack_q8_0`]): block `b` becomes 8 vectors whose lane `r` holds four
@@ -19,6 +19,7 @@
 
 use std::arch::x86_64::*;
 
+use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
 use super::lanes::{bcast, scales, transpose16, transpose32, Rows, MR};
 
@@ -174,6 +175,24 @@ unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
     out
 }
 
+/// Block `b` of 16 IQ4_NL rows: the nibbles as for Q4_0 ([`pack_q4_0`]),
+/// each looked up in the IQ4_NL table (one `vpshufb`) and made unsigned
+/// (`+ 128`, as Q8_0's quants).
+///
+/// # Safety
+/// As for [`pack_q4_0`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
+    let mut out = nibble_block(rows, b, 2);
+    let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+    let bias = _mm512_set1_epi8(-128);
+    for v in &mut out[..8] {
+        *v = _mm512_xor_si512(_mm512_shuffle_epi8(table, *v), bias);
+    }
+    out
+}
+
 /// Block `b` of 16 Q8_0 rows: the quants transposed ([`transpose32`]) and made
 /// unsigned (`+ 128`).
 ///
@@ -246,6 +265,8 @@ struct Q4_1Rows(Rows);
 struct Q5_0Rows(Rows);
 /// Q8_0 weight rows (34-byte blocks).
 struct Q8_0Rows(Rows);
+/// IQ4_NL weight rows (18-byte blocks).
+struct Iq4NlRows(Rows);
 /// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the four
 /// transposed quant vectors as bytes, then the 16 scales as f16.
 struct Q4_0Packed(*const u8);
@@ -275,6 +296,13 @@ impl Blocks<Packed> for Q8_0Rows {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         pack_q8_0(&self.0, b)
+    }
+}
+
+impl Blocks<Packed> for Iq4NlRows {
+    #[inline(always)]
+    unsafe fn get(&self, b: usize) -> Packed {
+        pack_iq4_nl(&self.0, b)
     }
 }
 
@@ -403,6 +431,14 @@ pub(crate) unsafe fn q5_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], 
 /// The contract of `super::super::common::RawTile`, at this level.
 pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
+}
+
+/// IQ4_NL weights.
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn iq4_nl(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile(nb, &Iq4NlRows(Rows::new(w, 18)), w.len(), a, out, stride)
 }
 
 /// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.

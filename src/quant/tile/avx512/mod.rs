@@ -4,7 +4,7 @@
 //! whose lane `r` holds four unsigned quants of row `r` (each vector pairs with
 //! four activation quants, broadcast), plus the rows' scales. Each activation
 //! row then costs, per 32 values, 8 `vpdpbusd` for 16 × 32 multiply-adds.
-//! [`legacy`] holds the 32-value types (Q4_0, Q8_0), [`k`] the k-quants with
+//! [`legacy`] holds the 32-value types (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL), [`k`] the k-quants with
 //! Q8_K activations (Q4_K, Q5_K, Q6_K); [`lanes`] their shared loads and
 //! transposes.
 
@@ -17,4 +17,4 @@ mod legacy;
 
 pub(super) use k::{q4_k, q4_k_packed, q5_k, q6_k};
 pub(super) use lanes::MR;
-pub(super) use legacy::{q4_0, q4_0_packed, q4_1, q5_0, q8_0};
+pub(super) use legacy::{iq4_nl, q4_0, q4_0_packed, q4_1, q5_0, q8_0};
