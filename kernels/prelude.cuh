@@ -20,6 +20,9 @@
 #define RG_Q5_K 13
 #define RG_Q6_K 14
 #define RG_Q8_K 15
+#define RG_IQ4_NL 16
+#define RG_IQ4_XS 17
+#define RG_MXFP4 18
 
 typedef long long i64;
 typedef unsigned long long u64;

@@ -24,6 +24,9 @@ struct RgqBlockQ4_K { unsigned short d, dmin; unsigned char scales[12]; unsigned
 struct RgqBlockQ5_K { unsigned short d, dmin; unsigned char scales[12]; unsigned char qh[32]; unsigned char qs[128]; };
 struct RgqBlockQ6_K { unsigned char ql[128]; unsigned char qh[64]; signed char scales[16]; unsigned short d; };
 struct RgqBlockQ8_K { float d; signed char qs[256]; short bsums[16]; };
+struct RgqBlockIQ4_NL { unsigned short d; unsigned char qs[16]; };
+struct RgqBlockIQ4_XS { unsigned short d, scales_h; unsigned char scales_l[4]; unsigned char qs[128]; };
+struct RgqBlockMXFP4 { unsigned char e; unsigned char qs[16]; };
 
 static_assert(sizeof(RgqBlockQ4_0) == 18, "Q4_0");
 static_assert(sizeof(RgqBlockQ4_1) == 20, "Q4_1");
@@ -37,11 +40,20 @@ static_assert(sizeof(RgqBlockQ4_K) == 144, "Q4_K");
 static_assert(sizeof(RgqBlockQ5_K) == 176, "Q5_K");
 static_assert(sizeof(RgqBlockQ6_K) == 210, "Q6_K");
 static_assert(sizeof(RgqBlockQ8_K) == 292, "Q8_K");
+static_assert(sizeof(RgqBlockIQ4_NL) == 18, "IQ4_NL");
+static_assert(sizeof(RgqBlockIQ4_XS) == 136, "IQ4_XS");
+static_assert(sizeof(RgqBlockMXFP4) == 17, "MXFP4");
 
-// True for the 12 block types.
-__device__ __forceinline__ bool rgq_is_block(int type) { return type >= RG_Q4_0 && type <= RG_Q8_K; }
-// True for the k-quants (256-value super-blocks).
-__device__ __forceinline__ bool rgq_is_k(int type) { return type >= RG_Q2_K && type <= RG_Q8_K; }
+// IQ4_NL's 16 levels (also IQ4_XS's), and MXFP4's E2M1 values doubled
+// (src/quant/iq_grids.rs).
+__constant__ signed char rgq_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                       1,    13,   25,  38,  53,  69,  89,  113};
+__constant__ signed char rgq_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// True for the 15 block types.
+__device__ __forceinline__ bool rgq_is_block(int type) { return type >= RG_Q4_0 && type <= RG_MXFP4; }
+// True for the types of 256-value super-blocks (the k-quants, IQ4_XS).
+__device__ __forceinline__ bool rgq_is_k(int type) { return (type >= RG_Q2_K && type <= RG_Q8_K) || type == RG_IQ4_XS; }
 // Values per block (1 for plain types).
 __device__ __forceinline__ int rgq_block_size(int type) {
     return rgq_is_k(type) ? RGQ_QK_K : (rgq_is_block(type) ? RGQ_QK : 1);
@@ -61,6 +73,9 @@ __device__ __forceinline__ int rgq_type_size(int type) {
     case RG_Q5_K: return 176;
     case RG_Q6_K: return 210;
     case RG_Q8_K: return 292;
+    case RG_IQ4_NL: return 18;
+    case RG_IQ4_XS: return 136;
+    case RG_MXFP4: return 17;
     default: return 0;
     }
 }
@@ -182,6 +197,23 @@ __device__ float rgq_value(int type, const char* p, int j) {
     case RG_Q8_K: {
         const RgqBlockQ8_K* b = (const RgqBlockQ8_K*)p;
         return __fmul_rn(b->d, (float)b->qs[j]);
+    }
+    case RG_IQ4_NL: {
+        const RgqBlockIQ4_NL* b = (const RgqBlockIQ4_NL*)p;
+        return __fmul_rn(rgq_h2f(b->d), (float)rgq_kvalues_iq4nl[rgq_nib32(b->qs, j)]);
+    }
+    case RG_IQ4_XS: {
+        const RgqBlockIQ4_XS* b = (const RgqBlockIQ4_XS*)p;
+        int g = j / 32;
+        int ls = ((b->scales_l[g / 2] >> (4 * (g % 2))) & 0x0f) | (((b->scales_h >> (2 * g)) & 3) << 4);
+        float dl = __fmul_rn(rgq_h2f(b->d), (float)(ls - 32));
+        return __fmul_rn(dl, (float)rgq_kvalues_iq4nl[rgq_nib32(b->qs + 16 * g, j % 32)]);
+    }
+    case RG_MXFP4: {
+        const RgqBlockMXFP4* b = (const RgqBlockMXFP4*)p;
+        // half of 2^(e - 127), subnormal for e < 2 (ggml's e8m0_to_fp32_half)
+        unsigned int bits = b->e < 2 ? (0x00200000u << b->e) : ((unsigned int)(b->e - 1) << 23);
+        return __fmul_rn((float)rgq_kvalues_mxfp4[rgq_nib32(b->qs, j)], __uint_as_float(bits));
     }
     default: return 0.0f;
     }
@@ -364,7 +396,12 @@ __device__ void rgq_quantize(int type, char* p, const float* x) {
     }
 }
 
-// Copies one block of `size` bytes (an even count; both ends 2-byte aligned).
+// Copies one block of `size` bytes: by 2-byte units when `size` is even (both
+// ends then 2-byte aligned), else byte by byte.
 __device__ __forceinline__ void rgq_copy_block(char* dst, const char* src, int size) {
+    if (size % 2) {  // MXFP4's 17-byte blocks are byte-aligned only
+        for (int k = 0; k < size; ++k) dst[k] = src[k];
+        return;
+    }
     for (int k = 0; k < size / 2; ++k) ((unsigned short*)dst)[k] = ((const unsigned short*)src)[k];
 }

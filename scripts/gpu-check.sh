@@ -14,7 +14,8 @@
 #      eval   rgml eval --backend cuda on tests/fixtures/graph_cases_dev.jsonl
 #             (expects "80 passed, 0 failed")
 #      llama  rgml run --backend cuda on the tiny F32 llama, logits against
-#             llama.cpp's (max abs diff <= 1e-4)
+#             llama.cpp's (max abs diff <= 1e-4), all layers on the GPU and
+#             split (--n-gpu-layers 1: the rest on the CPU)
 #      bench  rgml bench --backend cuda --json --llama (the llama rows: a synthetic
 #             Q4_0 llama's prompt and decode speed, CUDA graphs off and on)
 #      torch  scripts/torch_bench.py, when torch imports and sees the GPU
@@ -53,7 +54,7 @@ for line in sys.stdin:
     }
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
         --test cuda_graphs | copy_tests
-    cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda | copy_tests
+    cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split | copy_tests
     cargo build --release -p rgml-models --bin rgml
     cp target/release/rgml "$BIN/rgml"
     echo "$BIN/rgml"
@@ -188,6 +189,7 @@ if want tests; then
     run cuda_graphs
     run rgml_lib backend::
     run llama_cuda
+    run split
     echo "== tests: $pass passed, $fail failed"
     results+=("tests: $pass passed, $fail failed")
 fi
@@ -214,16 +216,18 @@ if want eval; then
 fi
 
 if want llama; then
-    echo "== llama: tiny llama F32 on CUDA vs llama.cpp's logits"
-    res=FAIL
+    echo "== llama: tiny llama F32 on CUDA vs llama.cpp's logits (all layers, then split: one layer on the GPU)"
     fx=tests/fixtures/tiny_llama
-    if have_rgml; then
-        tokens=$(tr -d '[] \n' <"$fx/tokens.json")
-        rm -f "$LOG/tiny_llama_cuda.f32"
-        timed "$LOG/llama.log" 90 "$RGML" run "$fx/tiny_llama_f32.gguf" --backend cuda \
-            --tokens "$tokens" --kv-type f32 --logits "$LOG/tiny_llama_cuda.f32"
-        # max abs diff of two little-endian f32 files of the same length
-        if python3 - "$LOG/tiny_llama_cuda.f32" "$fx/logits_f32_llamacpp.f32" <<'PY'; then res=PASS; fi
+    for ngl in all 1; do
+        res=FAIL
+        split=(); [ "$ngl" = all ] || split=(--n-gpu-layers "$ngl")
+        if have_rgml; then
+            tokens=$(tr -d '[] \n' <"$fx/tokens.json")
+            rm -f "$LOG/tiny_llama_cuda.f32"
+            timed "$LOG/llama_$ngl.log" 90 "$RGML" run "$fx/tiny_llama_f32.gguf" --backend cuda ${split[@]+"${split[@]}"} \
+                --tokens "$tokens" --kv-type f32 --logits "$LOG/tiny_llama_cuda.f32"
+            # max abs diff of two little-endian f32 files of the same length
+            if python3 - "$LOG/tiny_llama_cuda.f32" "$fx/logits_f32_llamacpp.f32" <<'PY'; then res=PASS; fi
 import array, sys
 try:
     got, want = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
@@ -237,9 +241,10 @@ d = max((abs(a - b) for a, b in zip(got, want)), default=float("nan"))
 print(f"  {len(got)} logits, max abs diff {d:.3g} (limit 1e-4)")
 sys.exit(0 if d <= 1e-4 else 1)
 PY
-    fi
-    [ $res = PASS ] || { rc=1; tail -n 5 "$LOG/llama.log" 2>/dev/null | sed 's/^/    /'; }
-    results+=("llama: $res")
+        fi
+        [ $res = PASS ] || { rc=1; tail -n 5 "$LOG/llama_$ngl.log" 2>/dev/null | sed 's/^/    /'; }
+        results+=("llama (gpu layers: $ngl): $res")
+    done
 fi
 
 if want bench; then

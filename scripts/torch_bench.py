@@ -95,6 +95,11 @@ def main():
     emit("copy", f"torch dst.copy_(src) {n}x{n} f32", t, 2 * n * n * 4, base=2 * n * n * 4 / t / 1e9)
 
     def memory_rows():
+        # the seeds' `.to(device)`: 64 MiB from pageable and from pinned host memory
+        h = torch.rand(16 << 20, dtype=torch.float32)
+        yield "H2D", "torch host.to(device) 64 MiB f32 (pageable)", lambda: h.to(dev), h.numel() * 4
+        hp = h.pin_memory()
+        yield "H2D-pinned", "torch host.to(device) 64 MiB f32 (pinned)", lambda: hp.to(dev, non_blocking=True), h.numel() * 4
         x = torch.rand(n, n, device=dev, dtype=torch.float32)
         yield "W1", f"torch x.t().contiguous() {n}x{n} f32", lambda: x.t().contiguous(), 2 * n * n * 4
         row = torch.rand(1, n, device=dev, dtype=torch.float32)

@@ -38,6 +38,10 @@ pub struct Graph {
     leafs: Vec<TensorId>,
     outputs: Vec<TensorId>,
     members: crate::id::IdSet,
+    /// Roots computed outside this graph (a part of a graph split across
+    /// backends, [`Graph::part`]): listed with the leafs, placed in the buffer
+    /// and set before each run, never computed here.
+    external: crate::id::IdSet,
 }
 
 impl Graph {
@@ -52,7 +56,60 @@ impl Graph {
             leafs: Vec::new(),
             outputs: Vec::new(),
             members: Default::default(),
+            external: Default::default(),
         }
+    }
+
+    /// A graph of some of another graph's compute `nodes` (in its order), for
+    /// one backend of a split run: the roots they touch that these nodes do
+    /// not compute are leafs, plain ones read as usual, those in `external`
+    /// (roots computed or written elsewhere) placed in the plan buffer like
+    /// inputs, whose bytes the caller sets before each run
+    /// ([`BackendStorage::set_bytes`](crate::BackendStorage::set_bytes)).
+    /// `outputs` are the roots later parts read: they survive the run.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] if a node is not a compute node, or a touched root is
+    /// neither computed here, a leaf, nor external.
+    pub fn part(ctx: &Context, nodes: Vec<TensorId>, external: &[TensorId], outputs: Vec<TensorId>) -> Result<Graph> {
+        let mut g = Graph::new(ctx);
+        let external: crate::id::IdSet = external.iter().copied().collect();
+        let mut members: crate::id::IdSet = nodes.iter().copied().collect();
+        let mut leafs = Vec::new();
+        for &id in &nodes {
+            let t = ctx.tensor(id)?;
+            if !t.op().is_compute() {
+                return Err(Error::Invalid(format!("{} is not a compute node", ctx.label(id))));
+            }
+            for r in t.src().iter().copied().chain(t.view_src()) {
+                let r = ctx.storage_root(r)?;
+                if members.contains(&r) {
+                    continue;
+                }
+                if !external.contains(&r) && !ctx.tensor(r)?.op().is_leaf() {
+                    return Err(Error::Invalid(format!(
+                        "{} reads {}, computed outside the part and not external",
+                        ctx.label(id),
+                        ctx.label(r)
+                    )));
+                }
+                members.insert(r);
+                leafs.push(r);
+            }
+        }
+        leafs.sort_unstable();
+        g.nodes = nodes;
+        g.leafs = leafs;
+        g.outputs = outputs;
+        g.members = members;
+        g.external = external;
+        g.revision = 1;
+        Ok(g)
+    }
+
+    /// True for a root this graph reads but another graph computes ([`Graph::part`]).
+    pub fn is_external(&self, id: TensorId) -> bool {
+        self.external.contains(&id)
     }
     /// A graph computing `outputs`.
     pub fn build(ctx: &Context, outputs: &[TensorId]) -> Result<Graph> {

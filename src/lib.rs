@@ -41,7 +41,10 @@ pub mod tensor;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
 pub use backend::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage, GraphStats};
-pub use backend::{AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage, OpKind, OpTime, Profile};
+pub use backend::{
+    AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage, LeafHome, OpKind, OpTime, Profile, SplitBackend,
+    SplitStorage,
+};
 pub use context::{Context, ContextMark};
 pub use dtype::DType;
 pub use error::{Error, Result};

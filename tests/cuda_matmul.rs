@@ -59,10 +59,29 @@ const TYPES: [DType; 13] = [
     DType::Q6_K,
 ];
 
+/// The weight types CUDA multiplies without dot kernels: through the
+/// dequantized F16 GEMM at every batch size.
+const GEMM_ONLY: [DType; 3] = [DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4];
+
 #[test]
 fn the_cuda_weight_types_lead_the_cpu_list() {
     assert_eq!(TYPES[..], dot::WEIGHT_TYPES[..TYPES.len()]);
-    assert!(dot::WEIGHT_TYPES[TYPES.len()..].iter().all(|&t| !CudaBackend::handles(t)));
+    for &t in &dot::WEIGHT_TYPES[TYPES.len()..] {
+        assert_eq!(CudaBackend::handles(t), GEMM_ONLY.contains(&t), "{t}");
+    }
+}
+
+#[test]
+fn weights_without_dot_kernels_take_the_f16_gemm_at_every_batch() {
+    let gpu = cuda();
+    for wt in GEMM_ONLY {
+        // the dot kernels' switch off: these types take the GEMM regardless
+        check(gpu.as_ref(), &Case { gemm: true, ..Case::new(wt, 1) });
+        check(gpu.as_ref(), &Case { gemm: true, ..Case::new(wt, 5) });
+        check(gpu.as_ref(), &Case { gemm: true, f16_b: true, ..Case::new(wt, 33) });
+        check(gpu.as_ref(), &Case { gemm: true, transposed_b: true, strided_a: true, ..Case::new(wt, 3) });
+        check(gpu.as_ref(), &Case { gemm: true, ratio: [2, 1], ..Case::new(wt, 2) });
+    }
 }
 
 /// A K for `wt`: whole blocks, and not a multiple of 256 where the type allows.
@@ -158,7 +177,8 @@ fn check(gpu: Option<&CudaBackend>, c: &Case) {
     let g = Graph::build(&ctx, &[out]).unwrap();
     let want = CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, out).unwrap();
     let Some(gpu) = gpu else { return };
-    let gpu = gpu.clone().with_dequant_gemm(if c.gemm { Some(1) } else { None });
+    let dots = !GEMM_ONLY.contains(&c.wt);
+    let gpu = gpu.clone().with_dequant_gemm(if c.gemm && dots { Some(1) } else { None });
     let name = format!(
         "{:?} k={k} m={m} n={n} batch={:?}x{:?} tb={} sa={} f16b={} gemm={}",
         c.wt, c.batch, c.ratio, c.transposed_b, c.strided_a, c.f16_b, c.gemm

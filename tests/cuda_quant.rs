@@ -16,8 +16,8 @@ mod common;
 use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, DType, Error, Graph, TensorId};
 
-/// The block types the CUDA backend reads (the first 12 of `DType::QUANTIZED`).
-const ALL: [DType; 12] = [
+/// The block types the CUDA backend reads.
+const ALL: [DType; 15] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
@@ -30,10 +30,24 @@ const ALL: [DType; 12] = [
     DType::Q5_K,
     DType::Q6_K,
     DType::Q8_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
 ];
 /// The block types CUDA quantizes into.
 const WRITABLE: [DType; 6] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1];
-const K_QUANTS: [DType; 6] = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
+/// The block types CUDA reads but does not quantize into.
+const UNWRITABLE: [DType; 9] = [
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
+];
 
 /// `n` values uniform in `[-r, r)`, with a zero run, ties and a large value mixed in.
 fn mixed(rng: &mut Rng, n: usize, r: f32) -> Vec<f32> {
@@ -265,8 +279,8 @@ fn set_rows_into_block_types() {
 }
 
 #[test]
-fn k_quant_destinations_are_unsupported() {
-    for (s, dt) in K_QUANTS.into_iter().enumerate() {
+fn destinations_cuda_does_not_quantize_into_are_unsupported() {
+    for (s, dt) in UNWRITABLE.into_iter().enumerate() {
         check_unsupported(&format!("cpy F32 -> {dt}"), |ctx| {
             let mut rng = Rng(600 + s as u64);
             let f = f32_leaf(ctx, &mut rng, &[256, 3]);
@@ -347,9 +361,6 @@ fn types_without_cuda_kernels_are_refused_up_front() {
     let gpu = cuda();
     let mut rng = Rng(900);
     let new_types = [
-        DType::IQ4_NL,
-        DType::IQ4_XS,
-        DType::MXFP4,
         DType::IQ1_S,
         DType::IQ1_M,
         DType::IQ2_XXS,

@@ -13,6 +13,10 @@
 //! Rows (the names `scripts/torch_bench.py` uses too):
 //! - `copy`: the baseline, a device-to-device copy of an `n`×`n` f32 buffer
 //!   (1 GiB at n = 16384); GB/s counts read + write bytes.
+//! - `H2D`, `H2D-pinned`: the seeds' `.to(device)`, 64 MiB copied from
+//!   pageable host memory and from pinned memory to the device; GB/s of the
+//!   bytes moved and the ratio to the device copy (information: PCIe is the
+//!   bound, not HBM).
 //! - `W1` `cont(transpose(x))`, `W2b` add of a broadcast row, `W3` inplace
 //!   mul, `W7` cpy f32→f16, all `n`×`n` f32: GB/s of read + write bytes and
 //!   the ratio to the copy (target ≥ 0.85).
@@ -213,6 +217,19 @@ pub fn run(
     };
     each(&first);
     let mut out = Outcome { rows: vec![first], failed: Vec::new() };
+    for pinned in [false, true] {
+        match host_to_device(&be, pinned, reps, copy) {
+            Ok(r) => {
+                each(&r);
+                out.rows.push(r);
+            }
+            Err(e) => {
+                let name = if pinned { "H2D-pinned" } else { "H2D" };
+                fail(name, &e);
+                out.failed.push((name.into(), e));
+            }
+        }
+    }
     for s in specs(sizes) {
         match run_spec(&be, &mut base, &s, reps) {
             Ok(r) => {
@@ -226,6 +243,45 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// Bytes of the host-to-device rows.
+const H2D_BYTES: usize = 64 << 20;
+
+/// The `H2D` row (pageable host memory) or `H2D-pinned`: one synchronized
+/// host-to-device copy of [`H2D_BYTES`], against the device copy's `copy` GB/s.
+fn host_to_device(be: &CudaBackend, pinned: bool, reps: usize, copy: f64) -> Result<Row, String> {
+    let s = be.stream().clone();
+    let err = |e: cudarc::driver::DriverError| format!("host-to-device copy: {e:?}");
+    let mut dst = s.alloc_zeros::<u8>(H2D_BYTES).map_err(err)?;
+    let host = vec![1u8; H2D_BYTES];
+    let median_s = if pinned {
+        let mut pin = be.pinned_zeroed(H2D_BYTES).map_err(|e| e.to_string())?;
+        pin.as_mut_slice().map_err(err)?.copy_from_slice(&host);
+        time(reps, || {
+            s.memcpy_htod(&pin, &mut dst)?;
+            s.synchronize()
+        })
+    } else {
+        time(reps, || {
+            s.memcpy_htod(&host, &mut dst)?;
+            s.synchronize()
+        })
+    }
+    .map_err(err)?;
+    let gbps = H2D_BYTES as f64 / median_s / 1e9;
+    Ok(Row {
+        name: if pinned { "H2D-pinned" } else { "H2D" }.into(),
+        what: format!("host-to-device copy {} MiB ({})", H2D_BYTES >> 20, if pinned { "pinned" } else { "pageable" }),
+        threads: 0,
+        median_s,
+        bytes: H2D_BYTES as u64,
+        gbps,
+        memcpy_gbps: copy,
+        ratio: gbps / copy,
+        us_per_node: None,
+        gflops: None,
+    })
 }
 
 fn run_spec(be: &CudaBackend, base: &mut CopyBase, s: &Spec, reps: usize) -> Result<Row, String> {
@@ -272,7 +328,7 @@ mod tests {
         assert_eq!(names, want);
         let script =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();
-        for n in ["copy", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
+        for n in ["copy", "H2D", "H2D-pinned", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
             assert!(script.contains(&format!("\"{n}")), "torch_bench.py has no row {n}");
         }
     }

@@ -175,11 +175,25 @@ struct DeviceArgs {
     /// CUDA device ordinal (with `--backend cuda`).
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// With `--backend cuda` and a model: the last N layers on the device (their
+    /// weights and KV cache), the output layer too when N exceeds the layer count,
+    /// the rest on the CPU, as llama.cpp's `-ngl` (default: all). Ops the device
+    /// lacks run on the CPU either way.
+    #[arg(long)]
+    n_gpu_layers: Option<usize>,
 }
 
 impl DeviceArgs {
     fn open(&self) -> rgml::Result<rgml::AnyBackend> {
+        if self.n_gpu_layers.is_some() {
+            return Err(rgml::Error::Invalid(
+                "--n-gpu-layers applies to a model (rgml run, chat, bench --model)".into(),
+            ));
+        }
         self.backend.open(self.threads, self.device)
+    }
+    fn open_for_model(&self, model: &std::path::Path) -> rgml::Result<rgml::AnyBackend> {
+        self.backend.open_for_model(self.threads, self.device, model, self.n_gpu_layers)
     }
 }
 
@@ -220,8 +234,8 @@ impl ExecArgs {
         LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type, attention }
     }
 
-    fn backend(&self) -> Result<rgml::AnyBackend, String> {
-        self.on.open().and_then(|b| b.with_repacked_weights(self.repack)).map_err(|e| e.to_string())
+    fn backend(&self, model: &std::path::Path) -> Result<rgml::AnyBackend, String> {
+        self.on.open_for_model(model).and_then(|b| b.with_repacked_weights(self.repack)).map_err(|e| e.to_string())
     }
 }
 
@@ -270,6 +284,9 @@ struct BenchArgs {
     /// With --model: print the time per op kind per token (CPU only).
     #[arg(long)]
     profile: bool,
+    /// With --model and --backend cuda: layers on the device, as `rgml run --n-gpu-layers`.
+    #[arg(long)]
+    n_gpu_layers: Option<usize>,
     /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
     #[arg(long)]
     llama: bool,
@@ -328,7 +345,7 @@ fn main() -> ExitCode {
                 logits_out: logits,
                 load: exec.load(),
             };
-            exec.backend().and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
+            exec.backend(&model).and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
             let opts = text_cli::ChatOptions {
@@ -338,7 +355,7 @@ fn main() -> ExitCode {
                 sampling: sampling.params(0.8),
                 load: exec.load(),
             };
-            exec.backend()
+            exec.backend(&model)
                 .and_then(|b| text_cli::chat(&model, &opts, b, std::io::stdin().lock()))
                 .map(|()| ExitCode::SUCCESS)
         }
@@ -445,7 +462,7 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
     };
     let backend = a
         .backend
-        .open(a.threads, a.device.unwrap_or(0))
+        .open_for_model(a.threads, a.device.unwrap_or(0), path, a.n_gpu_layers)
         .and_then(|be| be.with_repacked_weights(a.repack))
         .and_then(|be| be.with_profile(a.profile))
         .map_err(|e| e.to_string())?;

@@ -115,3 +115,26 @@ fn run_llama_on_each_backend() {
         assert!(d <= 1e-4, "{backend}: max abs diff {d}");
     }
 }
+
+#[test]
+fn n_gpu_layers_needs_cuda_and_a_model() {
+    let model = root().join("tiny_llama/tiny_llama_f32.gguf");
+    let toks = tokens();
+    let o = rgml(&["run", model.to_str().unwrap(), "--tokens", &toks, "--backend", "cpu", "--n-gpu-layers", "1"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(err.contains("--n-gpu-layers needs --backend cuda"), "{err}");
+    let cases = root().join("graph_cases_dev.jsonl");
+    let o = rgml(&["eval", cases.to_str().unwrap(), "--backend", "cuda", "--n-gpu-layers", "1"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(err.contains("--n-gpu-layers applies to a model"), "{err}");
+    // on CUDA (or its absence): a split run of one layer, or the clean error of no device
+    let o = rgml(&["run", model.to_str().unwrap(), "--tokens", &toks, "--backend", "cuda", "--n-gpu-layers", "1"]);
+    let (out, err) = text(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    match cuda_error() {
+        Some(e) => assert!(o.status.code() == Some(2) && err.contains(&e), "{out}{err}"),
+        None => assert!(o.status.success() && err.contains("split: cuda"), "{out}{err}"),
+    }
+}

@@ -1,10 +1,11 @@
-//! [`AnyBackend`]: the CPU or a CUDA device, chosen at run time.
+//! [`AnyBackend`]: the CPU, a CUDA device, or a split of them, chosen at run time.
 
 // Without the `cuda` feature the CUDA types are uninhabited: their arms are dead code.
 #![cfg_attr(not(feature = "cuda"), allow(unreachable_code, clippy::large_enum_variant))]
 
 use super::cpu::{CpuBackend, CpuRules, CpuStorage};
 use super::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage};
+use super::split::{SplitBackend, SplitStorage};
 use super::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -21,6 +22,8 @@ pub enum AnyBackend {
     Cpu(CpuBackend),
     /// A CUDA device.
     Cuda(CudaBackend),
+    /// Several backends running each graph together ([`SplitBackend`]).
+    Split(SplitBackend),
 }
 
 /// The planner rules of an [`AnyBackend`].
@@ -40,6 +43,8 @@ pub enum AnyStorage {
     Cpu(CpuStorage),
     /// A CUDA storage.
     Cuda(CudaStorage),
+    /// A split run's storages.
+    Split(SplitStorage),
 }
 
 impl AnyBackend {
@@ -60,6 +65,7 @@ impl AnyBackend {
         match self {
             AnyBackend::Cpu(b) => AnyBackend::Cpu(b.with_poison(poison)),
             AnyBackend::Cuda(b) => AnyBackend::Cuda(b.with_poison(poison)),
+            AnyBackend::Split(b) => AnyBackend::Split(b.with_poison(poison)),
         }
     }
 }
@@ -81,10 +87,10 @@ impl AnyBackend {
     fn cpu_option(self, what: &str, on: bool, set: fn(CpuBackend, bool) -> CpuBackend) -> Result<AnyBackend> {
         match self {
             AnyBackend::Cpu(b) => Ok(AnyBackend::Cpu(set(b, on))),
-            AnyBackend::Cuda(_) if on => {
-                Err(crate::error::Error::Invalid(format!("{what}: only the CPU backend has this option, not CUDA")))
+            AnyBackend::Cuda(_) | AnyBackend::Split(_) if on => {
+                Err(crate::error::Error::Invalid(format!("{what}: only the CPU backend has this option")))
             }
-            cuda => Ok(cuda),
+            other => Ok(other),
         }
     }
 }
@@ -92,6 +98,12 @@ impl AnyBackend {
 impl From<CpuBackend> for AnyBackend {
     fn from(b: CpuBackend) -> AnyBackend {
         AnyBackend::Cpu(b)
+    }
+}
+
+impl From<SplitBackend> for AnyBackend {
+    fn from(b: SplitBackend) -> AnyBackend {
+        AnyBackend::Split(b)
     }
 }
 
@@ -117,7 +129,7 @@ impl ReuseRules for AnyRules {
 }
 
 fn wrong_storage() -> Error {
-    Error::Mismatch("the storage was allocated by the other kind of backend".into())
+    Error::Mismatch("the storage was allocated by another kind of backend".into())
 }
 
 impl Backend for AnyBackend {
@@ -128,42 +140,56 @@ impl Backend for AnyBackend {
         match self {
             AnyBackend::Cpu(b) => AnyRules::Cpu(b.rules()),
             AnyBackend::Cuda(b) => AnyRules::Cuda(b.rules()),
+            AnyBackend::Split(b) => b.rules(),
         }
     }
     fn describe(&self) -> String {
         match self {
             AnyBackend::Cpu(b) => b.describe(),
             AnyBackend::Cuda(b) => b.describe(),
+            AnyBackend::Split(b) => b.describe(),
         }
     }
     fn supports(&self, op: &str) -> bool {
         match self {
             AnyBackend::Cpu(b) => b.supports(op),
             AnyBackend::Cuda(b) => b.supports(op),
+            AnyBackend::Split(b) => b.supports(op),
+        }
+    }
+    fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
+        match self {
+            AnyBackend::Cpu(b) => b.supports_node(ctx, id),
+            AnyBackend::Cuda(b) => b.supports_node(ctx, id),
+            AnyBackend::Split(b) => b.supports_node(ctx, id),
         }
     }
     fn take_profile(&self) -> Option<crate::backend::Profile> {
         match self {
             AnyBackend::Cpu(b) => b.take_profile(),
             AnyBackend::Cuda(b) => b.take_profile(),
+            AnyBackend::Split(b) => b.take_profile(),
         }
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<AnyStorage> {
         Ok(match self {
             AnyBackend::Cpu(b) => AnyStorage::Cpu(b.alloc(ctx, graph, plan)?),
             AnyBackend::Cuda(b) => AnyStorage::Cuda(b.alloc(ctx, graph, plan)?),
+            AnyBackend::Split(b) => AnyStorage::Split(b.alloc(ctx, graph, plan)?),
         })
     }
     fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<AnyStorage> {
         Ok(match self {
             AnyBackend::Cpu(b) => AnyStorage::Cpu(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
             AnyBackend::Cuda(b) => AnyStorage::Cuda(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
+            AnyBackend::Split(b) => AnyStorage::Split(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
         })
     }
     fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut AnyStorage) -> Result<()> {
         match (self, storage) {
             (AnyBackend::Cpu(b), AnyStorage::Cpu(s)) => b.compute(ctx, graph, s),
             (AnyBackend::Cuda(b), AnyStorage::Cuda(s)) => b.compute(ctx, graph, s),
+            (AnyBackend::Split(b), AnyStorage::Split(s)) => b.compute(ctx, graph, s),
             _ => Err(wrong_storage()),
         }
     }
@@ -175,6 +201,7 @@ macro_rules! each {
         match $s {
             AnyStorage::Cpu($st) => $e,
             AnyStorage::Cuda($st) => $e,
+            AnyStorage::Split($st) => $e,
         }
     };
 }

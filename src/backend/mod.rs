@@ -31,10 +31,12 @@ pub mod cuda;
 mod cuda_config;
 pub(crate) mod exec;
 mod profile;
+mod split;
 mod traits;
 
 pub use any::{AnyBackend, AnyRules, AnyStorage};
 pub use profile::{OpKind, OpTime, Profile};
+pub use split::{LeafHome, SplitBackend, SplitStorage};
 pub use traits::{Backend, BackendStorage};
 
 #[cfg(test)]

@@ -33,6 +33,13 @@ pub trait Backend {
         let _ = op;
         true
     }
+    /// Whether this backend can run node `id` of `ctx`: its op and the types it
+    /// reads and writes ([`SplitBackend`](crate::SplitBackend) sends the nodes
+    /// a backend cannot run to the next one).
+    fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
+        let _ = (ctx, id);
+        true
+    }
     /// Plans `graph` with this backend's rules.
     fn plan(&self, ctx: &Context, graph: &Graph) -> Result<Plan> {
         Allocator::new(self.rules()).plan(ctx, graph)

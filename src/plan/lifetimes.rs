@@ -15,7 +15,7 @@ pub(crate) struct Lifetimes {
     /// Last step that reads or writes each root (through any view).
     pub(crate) last_use: HashMap<TensorId, usize>,
     /// Roots that are never freed nor overwritten: outputs (and the roots of
-    /// output views), inputs, and leaves.
+    /// output views), inputs, leaves and external roots.
     pub(crate) protected: HashSet<TensorId>,
 }
 
@@ -41,7 +41,7 @@ impl Lifetimes {
         }
         for &id in graph.nodes().iter().chain(graph.leafs()) {
             let t = ctx.tensor(id)?;
-            if t.flags().output || t.flags().input || t.op().is_leaf() {
+            if t.flags().output || t.flags().input || t.op().is_leaf() || graph.is_external(id) {
                 protected.insert(root(id)?);
             }
         }

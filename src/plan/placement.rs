@@ -52,6 +52,8 @@ pub struct Plan {
     pub(super) frees: Vec<Vec<(usize, usize)>>,
     /// Roots whose bytes survive the whole run (leaves, inputs, outputs).
     pub(super) retained: IdSet,
+    /// Roots computed by another part of a split graph ([`Graph::part`]).
+    pub(super) external: IdSet,
     pub(super) stats: PlanStats,
 }
 
@@ -84,6 +86,11 @@ impl Plan {
     /// inputs, outputs and what they view); other roots may be reused.
     pub fn is_retained(&self, root: TensorId) -> bool {
         self.retained.contains(&root)
+    }
+    /// True if `root` is computed by another part of a split graph and set
+    /// before each run, like an input ([`Graph::part`]).
+    pub fn is_external(&self, root: TensorId) -> bool {
+        self.external.contains(&root)
     }
     /// The source root whose block `node` writes over, if the planner reused one.
     pub fn reused_source(&self, node: TensorId) -> Option<TensorId> {

@@ -95,14 +95,14 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
 
     for &leaf in graph.leafs() {
         let t = ctx.tensor(leaf)?;
-        if ctx.leaf_bytes(leaf).is_some() {
+        if ctx.leaf_bytes(leaf).is_some() && !graph.is_external(leaf) {
             places.insert(leaf, Place::Leaf);
             stats.external += t.layout().nbytes();
             if t.flags().input {
                 stats.naive += aligned(t)?;
             }
         } else {
-            // no data in the context: an input the caller sets on the backend
+            // no data in the context (or computed by another part): an input the caller sets
             let size = aligned(t)?;
             let offset = free.alloc(size);
             places.insert(leaf, Place::Buffer { offset });
@@ -174,6 +174,7 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
         reused,
         frees,
         retained,
+        external: graph.leafs().iter().copied().filter(|&l| graph.is_external(l)).collect(),
         stats,
     })
 }

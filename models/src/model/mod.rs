@@ -17,6 +17,7 @@
 pub mod blocks;
 pub mod hparams;
 pub mod kv;
+pub mod offload;
 pub mod weights;
 
 use std::collections::HashMap;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[path = "../../../tests/common/mod.rs"]
 mod cuda_common;
-pub use cuda_common::cuda;
+pub use cuda_common::{blocks, cuda, Rng};
 
 /// A file of the tiny llama fixture.
 pub fn fixture(p: &str) -> PathBuf {

@@ -116,8 +116,8 @@ impl CpuStorage {
     /// (a leaf without data in the context, e.g. from a `no_alloc` context).
     pub fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
         let t = ctx.tensor(id)?;
-        if !t.op().is_leaf() {
-            return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
+        if !t.op().is_leaf() && !self.plan.is_external(id) {
+            return Err(Error::Invalid(format!("{} is not a leaf nor an external root", ctx.label(id))));
         }
         let size = t.layout().nbytes();
         if bytes.len() != size {

@@ -103,6 +103,11 @@ impl CudaBackend {
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.dev.ctx
     }
+    /// A pinned (page-locked) host buffer of `bytes` zeros (one byte for 0),
+    /// the fast source of host-to-device copies.
+    pub fn pinned_zeroed(&self, bytes: usize) -> Result<cudarc::driver::PinnedHostSlice<u8>> {
+        super::upload::pinned_zeroed(&self.dev.ctx, bytes)
+    }
     /// The one stream every operation of this backend is ordered on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.dev.stream
@@ -229,6 +234,9 @@ impl Backend for CudaBackend {
     }
     fn supports(&self, op: &str) -> bool {
         op != "flash_attn_ext"
+    }
+    fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
+        ctx.tensor(id).is_ok_and(|t| self.supports(t.op().name())) && super::run::node_types_ok(ctx, id).is_ok()
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
         CudaBackend::alloc(self, ctx, graph, plan)

@@ -144,15 +144,15 @@ pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
         DType::Q5_K => 13,
         DType::Q6_K => 14,
         DType::Q8_K => 15,
-        // no CUDA kernels read the types after I16 (yet): graphs using them are
+        DType::IQ4_NL => 16,
+        DType::IQ4_XS => 17,
+        DType::MXFP4 => 18,
+        // no CUDA kernels read these types (yet): graphs using them are
         // refused up front (`exec::check_types`, see `handles`)
         DType::I8
         | DType::I16
         | DType::I64
         | DType::F64
-        | DType::IQ4_NL
-        | DType::IQ4_XS
-        | DType::MXFP4
         | DType::IQ1_S
         | DType::IQ1_M
         | DType::IQ2_XXS

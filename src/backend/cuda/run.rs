@@ -12,7 +12,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::layout::Layout;
-use crate::op::{BinaryOp, GluOp, RopeParams, UnaryOp};
+use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 use crate::tensor::TensorId;
 
 /// One run of a graph's nodes on the device.
@@ -111,16 +111,29 @@ impl Kernels for CudaKernels<'_> {
 /// kernel reads them.
 pub(crate) fn check_types(ctx: &Context, graph: &Graph) -> Result<()> {
     for &id in graph.nodes() {
-        let t = ctx.tensor(id)?;
-        if !t.op().is_compute() {
-            continue;
+        node_types_ok(ctx, id)?;
+    }
+    Ok(())
+}
+
+/// [`check_types`] for one node; a copy that quantizes also needs a
+/// quantizer on the device ([`can_quantize`](super::quant::can_quantize)).
+pub(crate) fn node_types_ok(ctx: &Context, id: TensorId) -> Result<()> {
+    let t = ctx.tensor(id)?;
+    if !t.op().is_compute() {
+        return Ok(());
+    }
+    for s in std::iter::once(id).chain(t.src().iter().copied()) {
+        let dtype = ctx.layout(s)?.dtype;
+        if !kernels::handles(dtype) {
+            return Err(Error::Unsupported { op: t.op().name(), dtype });
         }
-        for s in std::iter::once(id).chain(t.src().iter().copied()) {
-            let dtype = ctx.layout(s)?.dtype;
-            if !kernels::handles(dtype) {
-                return Err(Error::Unsupported { op: t.op().name(), dtype });
-            }
-        }
+    }
+    let Some(&first) = t.src().first() else { return Ok(()) };
+    let (dst, src) = (t.layout().dtype, ctx.layout(first)?.dtype);
+    let copies = matches!(t.op(), Op::Cpy { .. } | Op::Cont { .. } | Op::Dup { .. } | Op::SetRows { .. });
+    if copies && dst.is_quantized() && dst != src && !quant::can_quantize(dst) {
+        return Err(Error::Unsupported { op: t.op().name(), dtype: dst });
     }
     Ok(())
 }

@@ -314,8 +314,8 @@ impl CudaStorage {
         let dev = self.dev.clone();
         let _stream = dev.exclusive()?;
         let t = ctx.tensor(id)?;
-        if !t.op().is_leaf() {
-            return Err(Error::Invalid(format!("{} is not a leaf", ctx.label(id))));
+        if !t.op().is_leaf() && !self.plan.is_external(id) {
+            return Err(Error::Invalid(format!("{} is not a leaf nor an external root", ctx.label(id))));
         }
         let size = t.layout().nbytes();
         if bytes.len() != size {

@@ -60,3 +60,12 @@ impl Staging {
         Ok(out)
     }
 }
+
+/// A pinned (page-locked) host buffer of `bytes` zeros on `ctx`'s device: copies
+/// from it go at the bus's rate, with no staging by the driver.
+pub(crate) fn pinned_zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<PinnedHostSlice<u8>> {
+    // SAFETY: every byte is written (zeroed) below, before anything can read it.
+    let mut pin = unsafe { ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(cuda_err("cuMemHostAlloc"))?;
+    pin.as_mut_slice().map_err(cuda_err("cuMemHostAlloc"))?.fill(0);
+    Ok(pin)
+}

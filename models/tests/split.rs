@@ -1,0 +1,115 @@
+//! A model across backends ([`rgml::SplitBackend`], as `--n-gpu-layers` makes
+//! it with `offload::split`): on two CPUs (always), where a split must give the
+//! single CPU's bits, and on CUDA and the CPU (a device, or `tools/cuda-emu`;
+//! else `SKIP: …`), against llama.cpp's logits, with the ops and types the
+//! device lacks sent to the CPU.
+
+use common::{cuda, fixture, max_diff, reference, tokens};
+use rgml::{AnyBackend, AnyStorage, Backend, BackendStorage, Context, DType, Graph, SplitBackend};
+use rgml_models::llama::Llama;
+use rgml_models::model::kv::KvType;
+use rgml_models::model::offload::{self, CPU, GPU};
+use rgml_models::model::{Attention, LoadOptions};
+
+mod common;
+
+/// Every position's logits as one batch, then one token at a time after a reset.
+fn logits<B: Backend>(m: &mut Llama<B>) -> (Vec<f32>, Vec<f32>) {
+    let toks = tokens();
+    let batch = m.eval(&toks).unwrap();
+    m.reset().unwrap();
+    let single = toks.iter().flat_map(|&t| m.eval(&[t]).unwrap()).collect();
+    m.reset().unwrap();
+    (batch, single)
+}
+
+/// The backend of each part of the model's last graph.
+fn parts(m: &Llama<AnyBackend>) -> Vec<usize> {
+    match m.storage() {
+        Some(AnyStorage::Split(s)) => s.parts().iter().map(|p| p.0).collect(),
+        other => panic!("not a split storage: {other:?}"),
+    }
+}
+
+fn load(path: &std::path::Path, b: AnyBackend, attention: Attention) -> Llama<AnyBackend> {
+    let opts = LoadOptions { n_ctx: Some(16), kv_type: KvType::F32, attention };
+    Llama::load_with(path, opts, b).unwrap()
+}
+
+#[test]
+fn a_layer_split_on_two_cpus_gives_the_single_cpus_bits() {
+    let path = fixture("tiny_llama_f32.gguf");
+    let mut one = load(&path, AnyBackend::cpu(1).unwrap(), Attention::Auto);
+    let n_layer = one.hp.n_layer;
+    let want = logits(&mut one);
+    assert!(max_diff(&want.0, &reference()) <= 1e-4);
+    // (layers on "GPU", the parts of a decode graph)
+    let cases = [(0, vec![CPU]), (1, vec![CPU, GPU, CPU]), (n_layer, vec![CPU, GPU, CPU]), (n_layer + 1, vec![GPU])];
+    for (ngl, want_parts) in cases {
+        let sb = offload::split(AnyBackend::cpu(1).unwrap(), AnyBackend::cpu(1).unwrap(), n_layer, Some(ngl)).unwrap();
+        let mut m = load(&path, sb.into(), Attention::Auto);
+        let got = logits(&mut m);
+        m.eval(&tokens()[..1]).unwrap();
+        assert_eq!(parts(&m), want_parts, "--n-gpu-layers {ngl}");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&got.0) == bits(&want.0), "--n-gpu-layers {ngl}: batch logits differ");
+        assert!(bits(&got.1) == bits(&want.1), "--n-gpu-layers {ngl}: decode logits differ");
+    }
+}
+
+#[test]
+fn a_model_split_between_cuda_and_the_cpu_matches_llama_cpp() {
+    let Some(gpu) = cuda() else { return };
+    let path = fixture("tiny_llama_f32.gguf");
+    let n_layer = load(&path, AnyBackend::cpu(1).unwrap(), Attention::Auto).hp.n_layer;
+    for ngl in [None, Some(0), Some(1), Some(n_layer)] {
+        let sb = offload::split(AnyBackend::Cuda(gpu.clone()), AnyBackend::cpu(2).unwrap(), n_layer, ngl).unwrap();
+        let mut m = load(&path, sb.into(), Attention::Auto);
+        let (batch, single) = logits(&mut m);
+        let want = reference();
+        let (db, ds) = (max_diff(&batch, &want), max_diff(&single, &want));
+        assert!(db <= 1e-4 && ds <= 1e-4, "--n-gpu-layers {ngl:?}: max abs diff {db} (batch), {ds} (decode)");
+        m.eval(&tokens()[..1]).unwrap();
+        println!("ok: --n-gpu-layers {ngl:?}: parts {:?}, max abs diff {db} / {ds}", parts(&m));
+    }
+}
+
+#[test]
+fn fused_attention_runs_on_the_cpu_and_the_rest_on_cuda() {
+    let Some(gpu) = cuda() else { return };
+    // no CUDA kernel for flash_attn_ext: the split sends it to the CPU
+    let path = fixture("tiny_llama_f32.gguf");
+    let n_layer = load(&path, AnyBackend::cpu(1).unwrap(), Attention::Auto).hp.n_layer;
+    let sb = offload::split(AnyBackend::Cuda(gpu), AnyBackend::cpu(2).unwrap(), n_layer, None).unwrap();
+    let mut m = load(&path, sb.into(), Attention::Fused);
+    let (batch, single) = logits(&mut m);
+    m.eval(&tokens()[..1]).unwrap();
+    let p = parts(&m);
+    assert_eq!(p.iter().filter(|&&b| b == CPU).count(), n_layer, "one CPU part per layer's attention: {p:?}");
+    let (db, ds) = (max_diff(&batch, &reference()), max_diff(&single, &reference()));
+    assert!(db <= 1e-4 && ds <= 1e-4, "max abs diff {db} (batch), {ds} (decode)");
+    println!("ok: fused attention on the CPU: parts {p:?}, max abs diff {db} / {ds}");
+}
+
+#[test]
+fn weights_cuda_cannot_read_stay_on_the_cpu() {
+    let Some(gpu) = cuda() else { return };
+    // IQ2_XXS: no CUDA kernel reads it; its product runs on the CPU, the add on CUDA
+    let mut ctx = Context::new();
+    let (k, m) = (256i64, 8i64);
+    let v: Vec<f32> = (0..k * m).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    let mut rng = common::Rng(77);
+    let q = common::blocks::random_blocks(DType::IQ2_XXS, m as usize, || rng.next());
+    let w = ctx.new_tensor(DType::IQ2_XXS, &[k, m]).unwrap();
+    ctx.set_bytes(w, &q).unwrap();
+    let x = ctx.new_f32(&[k, 3], &v[..3 * k as usize]).unwrap();
+    let bias = ctx.new_f32(&[m], &[0.5; 8]).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    let z = ctx.add(y, bias).unwrap();
+    let g = Graph::build(&ctx, &[z]).unwrap();
+    let want = rgml::CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, z).unwrap();
+    let sb = SplitBackend::new(vec![AnyBackend::Cuda(gpu), AnyBackend::cpu(1).unwrap()]).unwrap();
+    let st = sb.run(&ctx, &g).unwrap();
+    assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [1, 0]);
+    assert_eq!(st.read_f32(&ctx, z).unwrap(), want);
+}

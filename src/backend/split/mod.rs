@@ -1,0 +1,130 @@
+//! [`SplitBackend`]: one graph run across several backends (a GPU and the
+//! CPU), the way llama.cpp's scheduler runs a model partly offloaded.
+//!
+//! Each compute node gets a backend: the home of the leaf it reads (weights
+//! pull their products to where they live; a caller's [`LeafHome`] says
+//! where, by name for instance, as `--n-gpu-layers` does), else the backend
+//! the node before it wanted; a backend that cannot run a node
+//! ([`Backend::supports_node`]) hands it to the next, and only it. Runs of consecutive
+//! nodes on one backend are parts, each a graph of its own ([`Graph::part`])
+//! with its own plan and storage on its backend, so weights are uploaded
+//! only where their nodes run. Between parts only the roots a part reads
+//! from another cross, copied through the host before it runs; a written
+//! leaf (a KV cache) lives in the storage of its first writer, and its state
+//! follows the part that wrote it last.
+
+mod partition;
+mod storage;
+
+use std::sync::Arc;
+
+pub use partition::LeafHome;
+pub use storage::SplitStorage;
+
+use super::any::{AnyBackend, AnyRules};
+use super::traits::Backend;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::plan::Plan;
+use crate::tensor::TensorId;
+
+/// Several backends running one graph (see the module docs). The first is
+/// where nodes go by default; list the CPU last, as the one that runs
+/// everything.
+pub struct SplitBackend {
+    inner: Arc<Inner>,
+}
+
+/// What the backend and its storages share.
+pub(crate) struct Inner {
+    pub(crate) backends: Vec<AnyBackend>,
+    pub(crate) home: Box<LeafHome>,
+}
+
+impl std::fmt::Debug for SplitBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SplitBackend").field("backends", &self.inner.backends).finish()
+    }
+}
+
+impl SplitBackend {
+    /// `backends` in order of preference, every leaf without a home (nodes go
+    /// to the first backend that runs them).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for no backends.
+    pub fn new(backends: Vec<AnyBackend>) -> Result<SplitBackend> {
+        SplitBackend::with_homes(backends, |_, _| None)
+    }
+    /// `backends` with the leaves' homes given by `home` (an index into
+    /// `backends`, or `None`): a node reading a leaf with a home runs there
+    /// when that backend can run it.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for no backends.
+    pub fn with_homes(
+        backends: Vec<AnyBackend>,
+        home: impl Fn(&Context, TensorId) -> Option<usize> + Send + Sync + 'static,
+    ) -> Result<SplitBackend> {
+        if backends.is_empty() {
+            return Err(Error::Invalid("a split backend needs at least one backend".into()));
+        }
+        Ok(SplitBackend { inner: Arc::new(Inner { backends, home: Box::new(home) }) })
+    }
+    /// Poison mode on every backend (see [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)),
+    /// set before the first storage is made: while a storage of this backend
+    /// is alive (it shares the backends) the backend comes back unchanged.
+    pub fn with_poison(self, poison: bool) -> SplitBackend {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => {
+                let backends = inner.backends.into_iter().map(|b| b.with_poison(poison)).collect();
+                SplitBackend { inner: Arc::new(Inner { backends, home: inner.home }) }
+            }
+            Err(inner) => SplitBackend { inner },
+        }
+    }
+    /// The backends, in order of preference.
+    pub fn backends(&self) -> &[AnyBackend] {
+        &self.inner.backends
+    }
+}
+
+impl Backend for SplitBackend {
+    type Storage = SplitStorage;
+    type Rules = AnyRules;
+
+    /// The first backend's rules (for the whole-graph plan, which sizes
+    /// nothing: each part is planned on its own backend).
+    fn rules(&self) -> AnyRules {
+        self.inner.backends[0].rules()
+    }
+    fn describe(&self) -> String {
+        let all: Vec<String> = self.inner.backends.iter().map(Backend::describe).collect();
+        format!("split: {}", all.join(" + "))
+    }
+    /// Whether every backend has a kernel for `op` (a model builds around an
+    /// op any of them lacks).
+    fn supports(&self, op: &str) -> bool {
+        self.inner.backends.iter().all(|b| b.supports(op))
+    }
+    fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
+        self.inner.backends.iter().any(|b| b.supports_node(ctx, id))
+    }
+    fn take_profile(&self) -> Option<super::Profile> {
+        self.inner.backends.iter().find_map(Backend::take_profile)
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage> {
+        SplitStorage::new(self.inner.clone(), ctx, graph, plan)
+    }
+    /// As [`Backend::alloc`]: each part's storage grows to its plan when bound.
+    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, _capacity: usize) -> Result<SplitStorage> {
+        SplitStorage::new(self.inner.clone(), ctx, graph, plan)
+    }
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut SplitStorage) -> Result<()> {
+        storage.compute(&self.inner, ctx, graph)
+    }
+}
+
+#[cfg(test)]
+mod tests;
