@@ -35,8 +35,17 @@ use rgml::quant::tile::{tile_kernel, tile_kernel_for, TileKernel};
 use rgml::quant::{dequantize_row, quantize_row};
 use rgml::{Context, CpuBackend, DType, Graph};
 
-const TYPES: [DType; 8] =
-    [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+const TYPES: [DType; 9] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q8_0,
+    DType::IQ4_NL,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::IQ4_XS,
+];
 const REL_TOL: f64 = 1e-5;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,6 +70,7 @@ fn fields(t: DType) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         DType::Q5_K => (0..16, 16..176),
         DType::Q6_K => (192..210, 0..192),
         DType::Q8_K => (0..4, 4..260),
+        DType::IQ4_XS => (0..8, 8..136),
         _ => unreachable!("{t}"),
     }
 }
@@ -307,7 +317,9 @@ fn the_best_kernel_is_the_detected_level() {
             assert!(tile_kernel(w).is_none(), "Q8_0 has no scalar tile");
             continue;
         }
-        if matches!(w, DType::Q4_1 | DType::Q5_0 | DType::IQ4_NL) && SimdLevel::detect() != SimdLevel::Avx512 {
+        if matches!(w, DType::Q4_1 | DType::Q5_0 | DType::IQ4_NL | DType::IQ4_XS)
+            && SimdLevel::detect() != SimdLevel::Avx512
+        {
             assert!(tile_kernel(w).is_none(), "{w} has an AVX-512 tile only");
             continue;
         }

@@ -43,6 +43,7 @@
 //! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 1 |
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
+//! | IQ4_XS | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q4_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
 //! | Q8_0 | AVX2 | 8 | 4, then 2/1 | 2 |
 //! | Q4_K, Q5_K | AVX2 | 8 | 4, then 2/1 | 3 |
@@ -162,6 +163,8 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q6_K) => (avx512::MR, 3, avx512::q6_k),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx512, DType::IQ4_XS) => (avx512::MR, 2, avx512::iq4_xs),
         _ => return None,
     };
     #[cfg(target_arch = "x86_64")]
@@ -222,7 +225,7 @@ fn format(w: DType) -> (usize, usize) {
 
 /// The weight types with Q8_K activations, which are their own prepared rows.
 fn k_quant(w: DType) -> bool {
-    matches!(w, DType::Q4_K | DType::Q5_K | DType::Q6_K)
+    matches!(w, DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::IQ4_XS)
 }
 
 /// The bias the kernels for weights `w` add to the weight quants to make them

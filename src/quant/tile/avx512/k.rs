@@ -24,11 +24,11 @@ use super::super::common::{prefetch_ahead, Blocks};
 use super::lanes::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
 
 /// Bytes of a Q8_K block.
-const QB: usize = 292;
+pub(super) const QB: usize = 292;
 /// Super-blocks per packed chunk (4 × about 5.5 KiB of stack).
-const KC_K: usize = 4;
+pub(super) const KC_K: usize = 4;
 /// Activation rows per register group.
-const NR_K: usize = 4;
+pub(super) const NR_K: usize = 4;
 
 /// One packed Q4_K/Q5_K super-block of 16 rows: the quants of group `g` (32
 /// values) as 8 vectors like a Q4_0 block, the 6-bit scales (i32 lanes), the
@@ -227,7 +227,7 @@ impl Blocks<Packed6> for Q6KRows {
 /// # Safety
 /// Unless `first`, the lanes of `o[j]` in `mask` must be readable; the CPU must have AVX-512 F.
 #[inline(always)]
-unsafe fn load_acc<const N: usize>(o: [*mut f32; N], mask: __mmask16, first: bool) -> [__m512; N] {
+pub(super) unsafe fn load_acc<const N: usize>(o: [*mut f32; N], mask: __mmask16, first: bool) -> [__m512; N] {
     let mut acc = [_mm512_setzero_ps(); N];
     if !first {
         for j in 0..N {
