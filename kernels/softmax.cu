@@ -1,13 +1,6 @@
 // soft_max_ext and diag_mask_inf, as src/backend/cpu/softmax.rs.
 // Compiled with prelude.cuh prepended.
 
-// ALiBi slope of head h: 1 without ALiBi (n_head_log2 == 0); else
-// m0^(h+1) for h < n_head_log2 and m1^(2(h - n_head_log2) + 1) after.
-__device__ __forceinline__ float rg_alibi_slope(int h, int n_head_log2, float m0, float m1) {
-    if (n_head_log2 == 0) return 1.0f;
-    return h < n_head_log2 ? powf(m0, (float)(h + 1)) : powf(m1, (float)(2 * (h - n_head_log2) + 1));
-}
-
 // One block per row. v = x*scale + slope*mask (fused), then exp(v - max)
 // summed in double, the row scaled by (float)(1/sum); a row whose maximum is
 // -inf becomes zeros. The values are recomputed per pass (no scratch).

@@ -52,7 +52,7 @@ for line in sys.stdin:
         print(sys.argv[1] + "/" + name)
 ' "$BIN"
     }
-    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul \
+    cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul --test cuda_attention \
         --test cuda_graphs | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split | copy_tests
     cargo build --release -p rgml-models --bin rgml
@@ -186,6 +186,7 @@ if want tests; then
     run cuda_ops
     run cuda_quant
     run cuda_matmul
+    run cuda_attention
     run cuda_graphs
     run rgml_lib backend::
     run llama_cuda

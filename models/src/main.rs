@@ -214,7 +214,7 @@ struct ExecArgs {
     #[arg(long)]
     repack: bool,
     /// Attention as three ops (scores, softmax, values), as llama.cpp without
-    /// flash attention, instead of the fused `flash_attn_ext` (the CPU's default).
+    /// flash attention, instead of the fused `flash_attn_ext` (the default).
     #[arg(long)]
     unfused_attention: bool,
 }
@@ -433,6 +433,9 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
     }
     if let Some(path) = &a.model {
         return bench_model(path, &a);
+    }
+    if a.n_gpu_layers.is_some() {
+        return Err("--n-gpu-layers needs --model".into());
     }
     match a.backend {
         BackendArg::Cuda => bench_cuda(&a),

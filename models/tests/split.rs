@@ -75,20 +75,21 @@ fn a_model_split_between_cuda_and_the_cpu_matches_llama_cpp() {
 }
 
 #[test]
-fn fused_attention_runs_on_the_cpu_and_the_rest_on_cuda() {
+fn fused_attention_runs_on_cuda_in_a_split() {
     let Some(gpu) = cuda() else { return };
-    // no CUDA kernel for flash_attn_ext: the split sends it to the CPU
     let path = fixture("tiny_llama_f32.gguf");
     let n_layer = load(&path, AnyBackend::cpu(1).unwrap(), Attention::Auto).hp.n_layer;
-    let sb = offload::split(AnyBackend::Cuda(gpu), AnyBackend::cpu(2).unwrap(), n_layer, None).unwrap();
-    let mut m = load(&path, sb.into(), Attention::Fused);
-    let (batch, single) = logits(&mut m);
-    m.eval(&tokens()[..1]).unwrap();
-    let p = parts(&m);
-    assert_eq!(p.iter().filter(|&&b| b == CPU).count(), n_layer, "one CPU part per layer's attention: {p:?}");
-    let (db, ds) = (max_diff(&batch, &reference()), max_diff(&single, &reference()));
-    assert!(db <= 1e-4 && ds <= 1e-4, "max abs diff {db} (batch), {ds} (decode)");
-    println!("ok: fused attention on the CPU: parts {p:?}, max abs diff {db} / {ds}");
+    for ngl in [None, Some(1)] {
+        let sb = offload::split(AnyBackend::Cuda(gpu.clone()), AnyBackend::cpu(2).unwrap(), n_layer, ngl).unwrap();
+        let mut m = load(&path, sb.into(), Attention::Fused);
+        let (batch, single) = logits(&mut m);
+        m.eval(&tokens()[..1]).unwrap();
+        let p = parts(&m);
+        assert_eq!(p.len(), if ngl.is_none() { 1 } else { 3 }, "{p:?}");
+        let (db, ds) = (max_diff(&batch, &reference()), max_diff(&single, &reference()));
+        assert!(db <= 1e-4 && ds <= 1e-4, "--n-gpu-layers {ngl:?}: max abs diff {db} (batch), {ds} (decode)");
+        println!("ok: fused attention, --n-gpu-layers {ngl:?}: parts {p:?}, max abs diff {db} / {ds}");
+    }
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub trait Backend {
     /// A short description of the device ("cpu (4 threads)", "cuda #0 …").
     fn describe(&self) -> String;
     /// Whether this backend has a kernel for the op named `op` ([`Op::name`](crate::Op::name));
-    /// a model builds its graphs around the ops a backend lacks (every op but
-    /// `flash_attn_ext` runs everywhere).
+    /// a model builds its graphs around the ops a backend lacks (every backend
+    /// has every op today; [`Backend::supports_node`] also sees the types).
     fn supports(&self, op: &str) -> bool {
         let _ = op;
         true

@@ -232,11 +232,8 @@ impl Backend for CudaBackend {
     fn describe(&self) -> String {
         format!("cuda #{} ({}, {})", self.ordinal(), self.name(), self.arch())
     }
-    fn supports(&self, op: &str) -> bool {
-        op != "flash_attn_ext"
-    }
     fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
-        ctx.tensor(id).is_ok_and(|t| self.supports(t.op().name())) && super::run::node_types_ok(ctx, id).is_ok()
+        super::run::node_types_ok(ctx, id).is_ok()
     }
     fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<CudaStorage> {
         CudaBackend::alloc(self, ctx, graph, plan)

@@ -26,7 +26,7 @@ pub struct Header {
 
 /// The headers, in the order they are prepended.
 pub const HEADERS: &[Header] = &[
-    Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows"] },
+    Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows", "attention"] },
     Header { file: "mmvq_blocks.cuh", source: include_str!("../../../kernels/mmvq_blocks.cuh"), modules: &["mmvq"] },
 ];
 
@@ -39,6 +39,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("reduce", include_str!("../../../kernels/reduce.cu")),
     ("norm", include_str!("../../../kernels/norm.cu")),
     ("softmax", include_str!("../../../kernels/softmax.cu")),
+    ("attention", include_str!("../../../kernels/attention.cu")),
     ("rope", include_str!("../../../kernels/rope.cu")),
     ("rows", include_str!("../../../kernels/rows.cu")),
     ("shape", include_str!("../../../kernels/shape.cu")),
@@ -444,7 +445,8 @@ mod signature_tests {
     fn arg_kind(a: &str) -> Kind {
         const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap", "wp"];
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt", "wk"];
-        const S4: &[&str] = &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows"];
+        const S4: &[&str] =
+            &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows", "q_round"];
         const S8: &[&str] = &["n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
         if a.ends_with(".ptr") || PTRS.contains(&a) {
             Kind::Ptr

@@ -48,6 +48,7 @@
 //! `matmul`); `run`, the `Kernels` of the executor loop (`backend/exec.rs`);
 //! `storage` and `graphs`; `backend` on top.
 
+mod attention;
 mod backend;
 mod copy;
 mod device;

@@ -98,9 +98,8 @@ impl Kernels for CudaKernels<'_> {
     fn repeat(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::repeat(self.dev, dst, a)
     }
-    fn flash_attn(&mut self, _p: SoftMax, _dst: BoundMut, qkv: [Bound; 3], _mask: Option<Bound>) -> Result<()> {
-        // no CUDA kernel yet: models use the unfused attention there (Backend::supports)
-        Err(crate::error::Error::Unsupported { op: "flash_attn_ext (CUDA)", dtype: qkv[1].l.dtype })
+    fn flash_attn(&mut self, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], mask: Option<Bound>) -> Result<()> {
+        super::attention::flash_attn(self.dev, p, dst, qkv, mask)
     }
 }
 
@@ -127,6 +126,12 @@ pub(crate) fn node_types_ok(ctx: &Context, id: TensorId) -> Result<()> {
         let dtype = ctx.layout(s)?.dtype;
         if !kernels::handles(dtype) {
             return Err(Error::Unsupported { op: t.op().name(), dtype });
+        }
+    }
+    if let Op::FlashAttn { k, .. } = t.op() {
+        let kt = ctx.layout(k)?.dtype;
+        if super::attention::query_rounding(kt).is_none() {
+            return Err(Error::Unsupported { op: "flash_attn_ext (CUDA keys)", dtype: kt });
         }
     }
     let Some(&first) = t.src().first() else { return Ok(()) };
