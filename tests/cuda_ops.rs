@@ -8,7 +8,7 @@
 
 mod common;
 use common::{check_on_cuda as check, cuda, leaf, Rng};
-use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, TensorId, UnaryOp};
+use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, UnaryOp};
 
 #[test]
 fn new_is_unavailable_or_works_never_panics() {
