@@ -23,6 +23,15 @@
 #define RG_IQ4_NL 16
 #define RG_IQ4_XS 17
 #define RG_MXFP4 18
+#define RG_IQ1_S 19
+#define RG_IQ1_M 20
+#define RG_IQ2_XXS 21
+#define RG_IQ2_XS 22
+#define RG_IQ2_S 23
+#define RG_IQ3_XXS 24
+#define RG_IQ3_S 25
+#define RG_TQ1_0 26
+#define RG_TQ2_0 27
 
 typedef long long i64;
 typedef unsigned long long u64;

@@ -50,10 +50,13 @@ __constant__ signed char rgq_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35
                                                        1,    13,   25,  38,  53,  69,  89,  113};
 __constant__ signed char rgq_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// True for the 15 block types.
-__device__ __forceinline__ bool rgq_is_block(int type) { return type >= RG_Q4_0 && type <= RG_MXFP4; }
-// True for the types of 256-value super-blocks (the k-quants, IQ4_XS).
-__device__ __forceinline__ bool rgq_is_k(int type) { return (type >= RG_Q2_K && type <= RG_Q8_K) || type == RG_IQ4_XS; }
+// True for the 24 block types.
+__device__ __forceinline__ bool rgq_is_block(int type) { return type >= RG_Q4_0 && type <= RG_TQ2_0; }
+// True for the types of 256-value super-blocks (the k-quants, IQ4_XS, the
+// grid i-quants and the ternary types).
+__device__ __forceinline__ bool rgq_is_k(int type) {
+    return (type >= RG_Q2_K && type <= RG_Q8_K) || type == RG_IQ4_XS || (type >= RG_IQ1_S && type <= RG_TQ2_0);
+}
 // Values per block (1 for plain types).
 __device__ __forceinline__ int rgq_block_size(int type) {
     return rgq_is_k(type) ? RGQ_QK_K : (rgq_is_block(type) ? RGQ_QK : 1);
@@ -76,6 +79,15 @@ __device__ __forceinline__ int rgq_type_size(int type) {
     case RG_IQ4_NL: return 18;
     case RG_IQ4_XS: return 136;
     case RG_MXFP4: return 17;
+    case RG_IQ1_S: return 50;
+    case RG_IQ1_M: return 56;
+    case RG_IQ2_XXS: return 66;
+    case RG_IQ2_XS: return 74;
+    case RG_IQ2_S: return 82;
+    case RG_IQ3_XXS: return 98;
+    case RG_IQ3_S: return 110;
+    case RG_TQ1_0: return 54;
+    case RG_TQ2_0: return 66;
     default: return 0;
     }
 }
@@ -118,6 +130,101 @@ __device__ __forceinline__ void rgq_scale_min_k4(int g, const unsigned char* q, 
     } else {
         *sc = (q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4);
         *m = (q[g + 4] >> 4) | ((q[g] >> 6) << 4);
+    }
+}
+
+// ---- the grid i-quants and the ternary types, as src/quant/iq.rs and
+// src/quant/ternary.rs (bytes read one by one: the blocks are 2-byte aligned) ----
+
+__device__ __forceinline__ unsigned int rgq_u16(const unsigned char* p) { return p[0] | (p[1] << 8); }
+__device__ __forceinline__ unsigned int rgq_u32(const unsigned char* p) { return rgq_u16(p) | (rgq_u16(p + 2) << 16); }
+// Byte b of a u64 grid entry.
+__device__ __forceinline__ int rgq_byte64(unsigned long long g, int b) { return (int)((g >> (8 * b)) & 0xff); }
+// `db · mag · (sign bit jj of `signs` ? -1 : 1)`, as the CPU's signed8.
+__device__ __forceinline__ float rgq_signed(float db, int mag, int signs, int jj) {
+    return __fmul_rn(__fmul_rn(db, (float)mag), (signs >> jj) & 1 ? -1.0f : 1.0f);
+}
+// `d · (0.5 + s) · f`.
+__device__ __forceinline__ float rgq_half_scale(float d, unsigned int s, float f) {
+    return __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, (float)s)), f);
+}
+// Trit n (0..5) of a TQ1_0 byte: ((q · 3^n mod 256) · 3) >> 8.
+__device__ __forceinline__ int rgq_trit(unsigned int q, int n) {
+    const unsigned int pow3[5] = {1, 3, 9, 27, 81};
+    return (int)((((q * pow3[n]) & 0xff) * 3) >> 8);
+}
+
+__device__ float rgq_value_iq(int type, const unsigned char* b, int j) {
+    const int g = j / 32, l = (j % 32) / 8, jj = j % 8, p = j / 8;
+    switch (type) {
+    case RG_IQ2_XXS: {  // d, then per group of 32 two u32: grid indices; signs and scale
+        const unsigned char* w = b + 2 + 8 * g;
+        unsigned int a0 = rgq_u32(w), a1 = rgq_u32(w + 4);
+        float db = rgq_half_scale(rgq_h2f(rgq_u16(b)), a1 >> 28, 0.25f);
+        int mag = rgq_byte64(rgq_iq2xxs_grid[(a0 >> (8 * l)) & 0xff], jj);
+        return rgq_signed(db, mag, rgq_ksigns_iq2xs[(a1 >> (7 * l)) & 127], jj);
+    }
+    case RG_IQ2_XS: {  // d, 32 u16 (9-bit index, 7-bit signs), 8 scale bytes
+        unsigned int q = rgq_u16(b + 2 + 2 * p);
+        unsigned int sc = (b[66 + p / 4] >> (4 * ((p / 2) % 2))) & 0x0f;
+        int mag = rgq_byte64(rgq_iq2xs_grid[q & 511], jj);
+        return rgq_signed(rgq_half_scale(rgq_h2f(rgq_u16(b)), sc, 0.25f), mag, rgq_ksigns_iq2xs[q >> 9], jj);
+    }
+    case RG_IQ2_S: {  // d, 32 index bytes, 32 sign bytes, 8 qh, 8 scales
+        int gp = p / 4, lp = p % 4;
+        unsigned int high = ((unsigned int)b[66 + gp] << (8 - 2 * lp)) & 0x300;
+        unsigned int sc = (b[74 + p / 4] >> (4 * ((p / 2) % 2))) & 0x0f;
+        int mag = rgq_byte64(rgq_iq2s_grid[b[2 + p] | high], jj);
+        return rgq_signed(rgq_half_scale(rgq_h2f(rgq_u16(b)), sc, 0.25f), mag, b[2 + 32 + p], jj);
+    }
+    case RG_IQ3_XXS: {  // d, 64 index bytes, 8 u32 of signs and scale
+        unsigned int w = rgq_u32(b + 2 + 64 + 4 * g);
+        unsigned int grid = rgq_iq3xxs_grid[b[2 + 8 * g + 2 * l + jj / 4]];
+        int mag = (int)((grid >> (8 * (jj % 4))) & 0xff);
+        return rgq_signed(rgq_half_scale(rgq_h2f(rgq_u16(b)), w >> 28, 0.5f), mag, rgq_ksigns_iq2xs[(w >> (7 * l)) & 127], jj);
+    }
+    case RG_IQ3_S: {  // d, 64 index bytes, 8 qh, 32 sign bytes, 4 scale bytes
+        unsigned int h = b[66 + g];
+        unsigned int idx = jj < 4 ? (b[2 + 8 * g + 2 * l] | ((h << (8 - 2 * l)) & 256))
+                                  : (b[2 + 8 * g + 2 * l + 1] | ((h << (7 - 2 * l)) & 256));
+        int mag = (int)((rgq_iq3s_grid[idx] >> (8 * (jj % 4))) & 0xff);
+        int sc = (b[106 + g / 2] >> (4 * (g % 2))) & 0x0f;
+        float db = __fmul_rn(rgq_h2f(rgq_u16(b)), (float)(1 + 2 * sc));
+        return rgq_signed(db, mag, b[74 + 4 * g + l], jj);
+    }
+    case RG_IQ1_S: {  // d, 32 index bytes, 8 u16 qh (3-bit index tops, scale, shift sign)
+        unsigned int h = rgq_u16(b + 34 + 2 * g);
+        unsigned int idx = b[2 + 4 * g + l] | (((h >> (3 * l)) & 7) << 8);
+        int v = (int)(signed char)rgq_byte64(rgq_iq1s_grid[idx & 0x7ff], jj);
+        float dl = __fmul_rn(rgq_h2f(rgq_u16(b)), (float)(2 * (int)((h >> 12) & 7) + 1));
+        return __fmul_rn(dl, __fadd_rn((float)v, (h & 0x8000) ? -0.125f : 0.125f));
+    }
+    case RG_IQ1_M: {  // 32 index bytes, 16 qh, 4 u16 scale words (the f16 d in their top nibbles)
+        unsigned int w0 = rgq_u16(b + 48), w1 = rgq_u16(b + 50), w2 = rgq_u16(b + 52), w3 = rgq_u16(b + 54);
+        unsigned int dbits = (w0 >> 12) | ((w1 >> 8) & 0x00f0) | ((w2 >> 4) & 0x0f00) | (w3 & 0xf000);
+        unsigned int h = b[32 + p / 2];
+        int shift = 4 * (p % 2);
+        unsigned int idx = b[p] | (((h << 8) >> shift) & 0x700);
+        int v = (int)(signed char)rgq_byte64(rgq_iq1s_grid[idx & 0x7ff], jj);
+        int r = p / 2, gs = r / 2, half = r % 2;
+        unsigned int w = rgq_u16(b + 48 + 2 * (gs / 2));
+        int sc = 2 * (int)((w >> (6 * (gs % 2) + 3 * half)) & 7) + 1;
+        float dl = __fmul_rn(rgq_h2f((unsigned short)dbits), (float)sc);
+        return __fmul_rn(dl, __fadd_rn((float)v, (h & (0x08u << shift)) ? -0.125f : 0.125f));
+    }
+    case RG_TQ1_0: {  // 48 five-trit bytes (32 along runs of 32, 16 along 16), 4 qh, d
+        int t;
+        if (j < 160) t = rgq_trit(b[j % 32], j / 32);
+        else if (j < 240) t = rgq_trit(b[32 + (j - 160) % 16], (j - 160) / 16);
+        else t = rgq_trit(b[48 + (j - 240) % 4], (j - 240) / 4);
+        return __fmul_rn((float)(t - 1), rgq_h2f(rgq_u16(b + 52)));
+    }
+    case RG_TQ2_0: {  // 64 bytes of 2-bit fields, d
+        int h = j / 128, r = j % 128;
+        int q = (b[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        return __fmul_rn((float)(q - 1), rgq_h2f(rgq_u16(b + 64)));
+    }
+    default: return 0.0f;
     }
 }
 
@@ -215,7 +322,7 @@ __device__ float rgq_value(int type, const char* p, int j) {
         unsigned int bits = b->e < 2 ? (0x00200000u << b->e) : ((unsigned int)(b->e - 1) << 23);
         return __fmul_rn((float)rgq_kvalues_mxfp4[rgq_nib32(b->qs, j)], __uint_as_float(bits));
     }
-    default: return 0.0f;
+    default: return rgq_value_iq(type, (const unsigned char*)p, j);
     }
 }
 

@@ -8,7 +8,10 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::{check_on_cuda, cuda, leaf, Rng};
+#[path = "common/on_cuda.rs"]
+mod on_cuda;
+use common::{cuda, leaf, Rng};
+use on_cuda::check_on_cuda;
 use rgml::{Context, CpuBackend, DType, Error, Graph, TensorId};
 
 /// `ne` values of `rng` in `[-r, r)` as a leaf of type `t` (F32 values rounded

@@ -61,7 +61,20 @@ const TYPES: [DType; 13] = [
 
 /// The weight types CUDA multiplies without dot kernels: through the
 /// dequantized F16 GEMM at every batch size.
-const GEMM_ONLY: [DType; 3] = [DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4];
+const GEMM_ONLY: [DType; 12] = [
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
+    DType::IQ1_S,
+    DType::IQ1_M,
+    DType::IQ2_XXS,
+    DType::IQ2_XS,
+    DType::IQ2_S,
+    DType::IQ3_XXS,
+    DType::IQ3_S,
+    DType::TQ1_0,
+    DType::TQ2_0,
+];
 
 #[test]
 fn the_cuda_weight_types_lead_the_cpu_list() {
@@ -98,8 +111,12 @@ fn weights(wt: DType, k: usize, rows: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
     let v = vals(k * rows, seed);
     let rs = wt.row_size(k as i64).unwrap();
     let (mut bytes, mut back) = (vec![0u8; rs * rows], vec![0f32; k * rows]);
+    let mut rng = common::Rng(seed | 1);
     for ((src, q), d) in v.chunks(k).zip(bytes.chunks_mut(rs)).zip(back.chunks_mut(k)) {
-        quant::quantize_row(wt, src, q).unwrap();
+        if quant::quantize_row(wt, src, q).is_err() {
+            // no quantizer (the grid i-quants): random blocks
+            q.copy_from_slice(&common::blocks::random_blocks(wt, rs / wt.type_size(), || rng.next()));
+        }
         quant::dequantize_row(wt, q, d).unwrap();
     }
     (bytes, back)

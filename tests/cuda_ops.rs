@@ -7,7 +7,10 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::{check_on_cuda as check, cuda, leaf, Rng};
+#[path = "common/on_cuda.rs"]
+mod on_cuda;
+use common::{cuda, leaf, Rng};
+use on_cuda::check_on_cuda as check;
 use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, UnaryOp};
 
 #[test]

@@ -93,20 +93,21 @@ fn fused_attention_runs_on_cuda_in_a_split() {
 }
 
 #[test]
-fn weights_cuda_cannot_read_stay_on_the_cpu() {
+fn a_node_cuda_cannot_run_goes_to_the_cpu() {
     let Some(gpu) = cuda() else { return };
-    // IQ2_XXS: no CUDA kernel reads it; its product runs on the CPU, the add on CUDA
+    // Q4_K keys: the CUDA attention kernel lacks them, the CPU's has them; the
+    // attention runs on the CPU, the scale after it on CUDA
     let mut ctx = Context::new();
-    let (k, m) = (256i64, 8i64);
-    let v: Vec<f32> = (0..k * m).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
     let mut rng = common::Rng(77);
-    let q = common::blocks::random_blocks(DType::IQ2_XXS, m as usize, || rng.next());
-    let w = ctx.new_tensor(DType::IQ2_XXS, &[k, m]).unwrap();
-    ctx.set_bytes(w, &q).unwrap();
-    let x = ctx.new_f32(&[k, 3], &v[..3 * k as usize]).unwrap();
-    let bias = ctx.new_f32(&[m], &[0.5; 8]).unwrap();
-    let y = ctx.mul_mat(w, x).unwrap();
-    let z = ctx.add(y, bias).unwrap();
+    let (d, n_kv) = (256i64, 8i64);
+    let kq = common::blocks::random_blocks(DType::Q4_K, (n_kv * 2) as usize, || rng.next());
+    let k = ctx.new_tensor(DType::Q4_K, &[d, n_kv, 2, 1]).unwrap();
+    ctx.set_bytes(k, &kq).unwrap();
+    let vals = |n: i64, rng: &mut common::Rng| (0..n).map(|_| rng.f(1.0)).collect::<Vec<f32>>();
+    let q = ctx.new_f32(&[d, 3, 4, 1], &vals(d * 12, &mut rng)).unwrap();
+    let v = ctx.new_f32(&[64, n_kv, 2, 1], &vals(64 * n_kv * 2, &mut rng)).unwrap();
+    let o = ctx.flash_attn_ext(q, k, v, None, 0.0625, 0.0).unwrap();
+    let z = ctx.scale(o, 0.5).unwrap();
     let g = Graph::build(&ctx, &[z]).unwrap();
     let want = rgml::CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, z).unwrap();
     let sb = SplitBackend::new(vec![AnyBackend::Cuda(gpu), AnyBackend::cpu(1).unwrap()]).unwrap();

@@ -53,6 +53,12 @@ mod iq1s_grid;
 mod iq4;
 #[rustfmt::skip] // generated, and kept compact
 mod iq_grids;
+/// The i-quant tables, for the check of the CUDA kernels' copy of them.
+#[cfg(all(test, feature = "cuda"))]
+pub(crate) mod iq_tables {
+    pub(crate) use super::iq1s_grid::IQ1S_GRID;
+    pub(crate) use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+}
 mod k;
 mod legacy;
 mod search;

@@ -78,10 +78,9 @@ impl CudaBackend {
         self.graphs = graphs;
         self
     }
-    /// Whether the CUDA kernels compute with `dtype`: false for the types
-    /// added after them (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the i-quants, the
-    /// ternary types); a graph whose computed nodes read or write one is
-    /// refused before anything is uploaded.
+    /// Whether the CUDA kernels compute with `dtype`: false for F64 and I64;
+    /// a graph whose computed nodes read or write one is refused before
+    /// anything is uploaded.
     pub fn handles(dtype: DType) -> bool {
         super::kernels::handles(dtype)
     }

@@ -13,6 +13,10 @@ pub const PRELUDE: &str = include_str!("../../../kernels/prelude.cuh");
 /// dequantization, the 32-value quantizers.
 pub const QUANT: &str = include_str!("../../../kernels/quant.cuh");
 
+/// The i-quant grids (`kernels/iq_grids.cuh`, generated from the CPU's tables:
+/// see `grids.rs`), in front of `quant.cuh`.
+pub const IQ_GRIDS: &str = include_str!("../../../kernels/iq_grids.cuh");
+
 /// A header compiled in front of some modules (after the prelude).
 #[derive(Clone, Copy, Debug)]
 pub struct Header {
@@ -26,6 +30,7 @@ pub struct Header {
 
 /// The headers, in the order they are prepended.
 pub const HEADERS: &[Header] = &[
+    Header { file: "iq_grids.cuh", source: IQ_GRIDS, modules: &["copy", "rows", "attention"] },
     Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows", "attention"] },
     Header { file: "mmvq_blocks.cuh", source: include_str!("../../../kernels/mmvq_blocks.cuh"), modules: &["mmvq"] },
 ];
@@ -116,11 +121,9 @@ pub fn glu_code(op: crate::op::GluOp) -> i32 {
     }
 }
 
-/// Whether the CUDA backend handles `dtype` at all: false for the types added
-/// after the CUDA kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the i-quants and
-/// the ternary types), which no kernel reads yet. I8 and I16 have no type
-/// code either but are left to each op (a same-type contiguous copy moves
-/// them), as before.
+/// Whether the CUDA backend handles `dtype` at all: false for F64 and I64,
+/// which no kernel reads. I8 and I16 have no type code either but are left to
+/// each op (a same-type contiguous copy moves them), as before.
 pub fn handles(dtype: DType) -> bool {
     type_code("", dtype).is_ok() || matches!(dtype, DType::I8 | DType::I16)
 }
@@ -148,21 +151,18 @@ pub fn type_code(op: &'static str, dtype: DType) -> Result<i32> {
         DType::IQ4_NL => 16,
         DType::IQ4_XS => 17,
         DType::MXFP4 => 18,
-        // no CUDA kernels read these types (yet): graphs using them are
-        // refused up front (`exec::check_types`, see `handles`)
-        DType::I8
-        | DType::I16
-        | DType::I64
-        | DType::F64
-        | DType::IQ1_S
-        | DType::IQ1_M
-        | DType::IQ2_XXS
-        | DType::IQ2_XS
-        | DType::IQ2_S
-        | DType::IQ3_XXS
-        | DType::IQ3_S
-        | DType::TQ1_0
-        | DType::TQ2_0 => return Err(Error::Unsupported { op, dtype }),
+        DType::IQ1_S => 19,
+        DType::IQ1_M => 20,
+        DType::IQ2_XXS => 21,
+        DType::IQ2_XS => 22,
+        DType::IQ2_S => 23,
+        DType::IQ3_XXS => 24,
+        DType::IQ3_S => 25,
+        DType::TQ1_0 => 26,
+        DType::TQ2_0 => 27,
+        // no CUDA kernels read these types: graphs using them are refused up
+        // front (`exec::check_types`, see `handles`)
+        DType::I8 | DType::I16 | DType::I64 | DType::F64 => return Err(Error::Unsupported { op, dtype }),
     })
 }
 

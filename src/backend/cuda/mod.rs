@@ -30,8 +30,10 @@
 //! [`Error::Unsupported`](crate::Error::Unsupported): the CPU uses ggml's search quantizers for those, and
 //! ggml's CUDA backend does not quantize to k-quants either.
 //!
-//! The types added after these kernels (F64, I64, IQ4_NL, IQ4_XS, MXFP4, the
-//! i-quants IQ1_S … IQ3_S, TQ1_0, TQ2_0) have no CUDA kernels yet: a graph in
+//! Every block type is read (the i-quants' grids are `kernels/iq_grids.cuh`,
+//! generated from the CPU's tables); those without dot kernels (IQ4_NL,
+//! IQ4_XS, MXFP4, the grid i-quants, TQ1_0, TQ2_0) multiply through the
+//! dequantized F16 GEMM. F64 and I64 have no CUDA kernels: a graph in
 //! which any computed node reads or writes one is refused by
 //! [`CudaBackend::alloc`] and [`CudaBackend::compute`] before anything is
 //! uploaded or launched, with [`Error::Unsupported`](crate::Error::Unsupported)
@@ -54,6 +56,7 @@ mod copy;
 mod device;
 mod fast;
 mod graphs;
+mod grids;
 mod kernels;
 mod launch;
 mod matmul;

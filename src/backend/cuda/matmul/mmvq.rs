@@ -330,7 +330,7 @@ mod tests {
         for &w in crate::quant::dot::WEIGHT_TYPES.iter().filter(|&&w| super::super::super::kernels::handles(w)) {
             let Some(s) = QSpec::of(w) else {
                 // float weights go to cuBLAS, these through the dequantized GEMM (no dot kernels yet)
-                let gemm_only = matches!(w, DType::IQ4_NL | DType::IQ4_XS | DType::MXFP4);
+                let gemm_only = w.is_quantized();
                 assert!(matches!(w, DType::F32 | DType::F16 | DType::BF16) || gemm_only, "{w:?}");
                 assert!(act_format(w).is_none());
                 continue;

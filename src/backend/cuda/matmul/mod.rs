@@ -15,8 +15,9 @@
 //!   function); from a batch size on (32 activation rows by default), [`dequant`]:
 //!   weights dequantized to F16 and a cuBLAS GEMM on the tensor cores, within
 //!   F16 rounding of the CPU's results.
-//! - **IQ4_NL, IQ4_XS, MXFP4**: no dot kernels yet: [`dequant`] at every batch
-//!   size (2-D weights, plain float activations).
+//! - **IQ4_NL, IQ4_XS, MXFP4, the grid i-quants, TQ1_0, TQ2_0**: no dot
+//!   kernels yet: [`dequant`] at every batch size (2-D weights, plain float
+//!   activations).
 //!
 //! The GEMMs run once per `i3` as one strided batch over `i2` (per `(i3, a's
 //! i2)` when `a` is broadcast over dim 2); the dot kernels take the broadcast
@@ -81,7 +82,7 @@ pub(crate) fn mul_mat(dev: &Device, dst: BoundMut, a: Bound, b: Bound, q: QuantP
                 mmvq::mul_mat_q(dev, dst, a, b, q.staged)
             }
         }
-        // no dot kernels (IQ4_NL, IQ4_XS, MXFP4): through F16 at every batch size
+        // no dot kernels (the i-quants, the ternary types): through F16 at every batch size
         None if a.l.dtype.is_quantized() && dequant::applies(&dst, &a, &b, Some(0)) => dequant::mul_mat(dev, dst, a, b),
         None => Err(Error::Unsupported { op: "mul_mat", dtype: a.l.dtype }),
     }
