@@ -54,7 +54,7 @@ for line in sys.stdin:
     }
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul --test cuda_attention \
         --test cuda_graphs | copy_tests
-    cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split | copy_tests
+    cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split --test arch_cuda | copy_tests
     cargo build --release -p rgml-models --bin rgml
     cp target/release/rgml "$BIN/rgml"
     echo "$BIN/rgml"
@@ -191,6 +191,7 @@ if want tests; then
     run rgml_lib backend::
     run llama_cuda
     run split
+    run arch_cuda
     echo "== tests: $pass passed, $fail failed"
     results+=("tests: $pass passed, $fail failed")
 fi

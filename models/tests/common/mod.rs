@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+pub mod arch;
 #[path = "../../../tests/common/mod.rs"]
 mod cuda_common;
 pub use cuda_common::{blocks, cuda, Rng};
