@@ -16,6 +16,8 @@
 #      llama  rgml run --backend cuda on the tiny F32 llama, logits against
 #             llama.cpp's (max abs diff <= 1e-4), all layers on the GPU and
 #             split (--n-gpu-layers 1: the rest on the CPU)
+#      models rgml bench --model on a synthetic 1B Q4_0 llama written there,
+#             all layers on the GPU and split (--n-gpu-layers 8)
 #      bench  rgml bench --backend cuda --json --llama (the llama rows: a synthetic
 #             Q4_0 llama's prompt and decode speed, CUDA graphs off and on)
 #      torch  scripts/torch_bench.py, when torch imports and sees the GPU
@@ -55,8 +57,9 @@ for line in sys.stdin:
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul --test cuda_attention \
         --test cuda_graphs | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split --test arch_cuda | copy_tests
-    cargo build --release -p rgml-models --bin rgml
+    cargo build --release -p rgml-models --bin rgml --example synthetic_llama
     cp target/release/rgml "$BIN/rgml"
+    cp target/release/examples/synthetic_llama "$BIN/synthetic_llama"
     echo "$BIN/rgml"
     for f in "$BIN"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
     ls -l "$BIN"
@@ -69,7 +72,7 @@ LOG=${LOG:-/tmp/gpu-check}
 mkdir -p "$LOG"
 T0=$SECONDS
 BUDGET=${GPU_CHECK_BUDGET:-540}
-STAGES=" ${GPU_CHECK_STAGES:-tests eval llama bench torch} "
+STAGES=" ${GPU_CHECK_STAGES:-tests eval llama models bench torch} "
 
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(nvidia-smi not available)"
@@ -101,6 +104,9 @@ PY
 echo "== libraries"
 dirs=""
 BENCH_ARGS=(--llama)   # and the synthetic llama's decode, CUDA graphs off and on
+MODEL_ARGS=(--1b)      # the models stage's synthetic llama, its passes and its split
+MODEL_BENCH=(--prompt-tokens 64 --gen-tokens 32 --reps 3)
+SPLIT_LAYERS=8
 TEST_THREADS=1   # one test at a time on a GPU (one device, timings undisturbed)
 if [ -n "${RGML_CUDA_EMU:-}" ]; then
     TEST_THREADS=$(nproc 2>/dev/null || echo 2)   # the emulator runs a launch on one CPU
@@ -108,6 +114,10 @@ if [ -n "${RGML_CUDA_EMU:-}" ]; then
     [ -f "$RGML_CUDA_EMU/libcuda.so" ] || { echo "no $RGML_CUDA_EMU/libcuda.so: run tools/cuda-emu/build.sh $RGML_CUDA_EMU" >&2; exit 2; }
     dirs=$(cd "$RGML_CUDA_EMU" && pwd)
     BENCH_ARGS=(--n 512 --mm 64 --matvec 256 --reps 3)
+    MODEL_ARGS=(--tiny)   # a 4-layer llama of width 256, a few tokens
+    MODEL_SHAPE=tiny
+    MODEL_BENCH=(--prompt-tokens 4 --gen-tokens 2 --reps 1)
+    SPLIT_LAYERS=2
     STAGES=${STAGES/ torch / }
 fi
 for pat in 'libcuda.so*' 'libnvrtc.so*' 'libnvrtc-builtins.so*' 'libcublas.so*' 'libcublasLt.so*'; do
@@ -247,6 +257,30 @@ PY
         [ $res = PASS ] || { rc=1; tail -n 5 "$LOG/llama_$ngl.log" 2>/dev/null | sed 's/^/    /'; }
         results+=("llama (gpu layers: $ngl): $res")
     done
+fi
+
+if want models; then
+    # the synthetic 1B-class Q4_0 llama, written here (no file crosses to the
+    # device), on the GPU whole and split (half its 16 layers on the CPU)
+    echo "== models: a synthetic ${MODEL_SHAPE:-1B} Q4_0 llama, prompt and decode tok/s, GPU-only and split"
+    res=FAIL
+    if have_rgml && "$BIN/synthetic_llama" "$LOG/synth.gguf" q4_0 ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} >"$LOG/synth.log" 2>&1; then
+        res=ran
+        for split in all "$SPLIT_LAYERS"; do
+            ngl=(); [ "$split" = all ] || ngl=(--n-gpu-layers "$split")
+            timed "$LOG/model_$split.err" 120 bash -c 'out=$1; shift; "$@" >"$out"' _ "$LOG/model_$split.json" \
+                "$RGML" bench --model "$LOG/synth.gguf" --backend cuda ${ngl[@]+"${ngl[@]}"} --json \
+                "${MODEL_BENCH[@]}" || res=FAIL
+            python3 - "$LOG/model_$split.json" "$split" <<'PY' || tail -n 3 "$LOG/model_$split.err" | sed 's/^/    /'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"  gpu layers {sys.argv[2]:>3}: prompt {r['prompt_tok_s']:.1f} tok/s, decode {r['gen_tok_s']:.1f} tok/s")
+PY
+        done
+    fi
+    rm -f "$LOG/synth.gguf"
+    [ $res = ran ] || rc=1
+    results+=("models: $res")
 fi
 
 if want bench; then

@@ -32,6 +32,11 @@ impl LlamaDims {
     pub const ONE_B: LlamaDims =
         LlamaDims { n_embd: 2048, n_layer: 16, n_ff: 5632, n_head: 32, n_head_kv: 8, n_vocab: 32000 };
 
+    /// A tiny llama (n_embd 256, 4 layers, n_ff 512, 4 heads with 2 KV heads,
+    /// 1024 tokens): the GPU check's model under the CUDA emulator.
+    pub const TINY: LlamaDims =
+        LlamaDims { n_embd: 256, n_layer: 4, n_ff: 512, n_head: 4, n_head_kv: 2, n_vocab: 1024 };
+
     fn check(&self) -> Result<()> {
         let ok = self.n_head > 0
             && self.n_head_kv > 0
