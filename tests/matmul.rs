@@ -128,15 +128,44 @@ fn f32_gemm_path_at_odd_sizes_and_layouts() {
     }
 }
 
-/// F16 and BF16 weights from two activation rows run in register blocks of 4 weight rows ×
-/// 6 activation rows: partial blocks both ways, tails of k inside a vector,
-/// broadcast and transposed activations.
+/// F16 and BF16 weights from two activation rows run in register blocks (a shape
+/// per batch up to 8 rows, 4 weight rows × 6 activation rows beyond): partial
+/// blocks both ways, tails of k inside a vector, broadcast and transposed activations.
 #[test]
 fn f16_and_bf16_blocks_at_odd_sizes_and_layouts() {
-    for &(k, m, n) in &[(45, 19, 13), (1, 3, 2), (17, 5, 7), (130, 9, 40)] {
+    let every_small_batch = (2..=9).map(|n| (45, 19, n));
+    for (k, m, n) in [(45, 19, 13), (1, 3, 2), (17, 5, 7), (130, 9, 40)].into_iter().chain(every_small_batch) {
         for wt in [DType::F16, DType::BF16] {
             check(wt, k, m, n, [1, 1], [1, 1], false);
             check(wt, k, m, n, [2, 1], [2, 3], true);
+        }
+    }
+}
+
+/// The block shape follows the batch size, the values do not: each activation
+/// row's products are the same bits in a batch of 2…9 rows as in one of 13.
+#[test]
+fn block_shapes_give_the_same_bits_at_every_batch_size() {
+    let (k, m) = (77, 21);
+    for wt in [DType::F32, DType::F16, DType::BF16] {
+        let run = |n: usize| {
+            let mut ctx = Context::new();
+            let w = ctx.new_f32(&[k, m], &vals((k * m) as usize, 5)).unwrap();
+            let w = if wt == DType::F32 {
+                w
+            } else {
+                let q = ctx.new_tensor(wt, &[k, m]).unwrap();
+                ctx.cpy(w, q).unwrap()
+            };
+            let x = ctx.new_f32(&[k, n as i64], &vals(k as usize * n, 6)).unwrap();
+            let y = ctx.mul_mat(w, x).unwrap();
+            let g = Graph::build(&ctx, &[y]).unwrap();
+            CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, y).unwrap()
+        };
+        let all = run(13);
+        for n in 2..=9 {
+            let part = run(n);
+            assert!(part.iter().zip(&all).all(|(a, b)| a.to_bits() == b.to_bits()), "{wt}: {n} rows");
         }
     }
 }

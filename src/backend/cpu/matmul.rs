@@ -106,37 +106,24 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr();
                 // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed values inside `a` (packed_rows).
                 let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]) };
-                for r0 in rows.clone().step_by(F32_R) {
-                    let rs: [usize; F32_R] = std::array::from_fn(|d| (r0 + d).min(rows.end - 1));
-                    for c0 in (0..n1).step_by(F32_C) {
-                        let cs: [usize; F32_C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
-                        let (w, x) = (rs.map(wrow), cs.map(act));
-                        // SAFETY: every pointer addresses k values of the weight type (activation
-                        // rows are brow bytes of the same type: these types are their own dot partner).
-                        let out = unsafe {
-                            use dot::f32_block::{dot_block, BF16, F16, F32};
-                            match wt {
-                                DType::F16 => dot_block::<F32_R, F32_C, F16>(k, w, x),
-                                DType::BF16 => dot_block::<F32_R, F32_C, BF16>(k, w, x),
-                                _ => dot_block::<F32_R, F32_C, F32>(k, w, x),
-                            }
-                        };
-                        let Some(out) = out else {
-                            failed.keep(Err(crate::error::Error::internal("F32 blocks without AVX-512")));
-                            return;
-                        };
-                        for (i1, vals) in (c0..(c0 + F32_C).min(n1)).zip(out) {
-                            for (i0, v) in (r0..(r0 + F32_R).min(rows.end)).zip(vals) {
-                                // SAFETY: as for the write below.
-                                unsafe {
-                                    dst.row(i1 as i64, i2 as i64, i3 as i64)
-                                        .add(i0 * dst.l.nb[0])
-                                        .cast::<f32>()
-                                        .write(v)
-                                };
-                            }
-                        }
-                    }
+                let put = |i0: usize, i1: usize, v: f32| {
+                    // SAFETY: as for the write below.
+                    unsafe { dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
+                };
+                let blocks = BlockRun { k, wt, rows: rows.clone(), n1 };
+                // one pass over the weight rows for up to 8 activation rows: shapes of at
+                // most 24 accumulators (the values do not depend on the shape)
+                let run = match n1 {
+                    2 => blocks.run::<8, 2>(wrow, act, put),
+                    3 => blocks.run::<7, 3>(wrow, act, put),
+                    4 => blocks.run::<6, 4>(wrow, act, put),
+                    5 => blocks.run::<4, 5>(wrow, act, put),
+                    7 | 8 => blocks.run::<3, 8>(wrow, act, put),
+                    _ => blocks.run::<4, 6>(wrow, act, put),
+                };
+                if run.is_err() {
+                    failed.keep(run);
+                    return;
                 }
                 continue;
             }
@@ -162,9 +149,53 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     failed.into_result()
 }
 
-/// Weight rows and activation rows of one F32 block ([`dot::f32_block::dot_block`]).
-const F32_R: usize = 4;
-const F32_C: usize = 6;
+/// One work item's F32/F16/BF16 weight rows against `n1` activation rows of
+/// the same type, in blocks of dots ([`dot::f32_block::dot_block`]).
+struct BlockRun {
+    k: usize,
+    wt: crate::dtype::DType,
+    rows: std::ops::Range<usize>,
+    n1: usize,
+}
+
+impl BlockRun {
+    /// Every value (weight row `i0`, activation row `i1`) to `put`, in blocks of
+    /// `R` weight rows by `C` activation rows (the last ones repeated to fill a
+    /// block; their values are not put).
+    fn run<const R: usize, const C: usize>(
+        &self,
+        wrow: impl Fn(usize) -> *const u8,
+        act: impl Fn(usize) -> *const u8,
+        put: impl Fn(usize, usize, f32),
+    ) -> Result<()> {
+        use crate::dtype::DType;
+        use dot::f32_block::{dot_block, BF16, F16, F32};
+        let (rows, n1) = (&self.rows, self.n1);
+        for r0 in rows.clone().step_by(R) {
+            let rs: [usize; R] = std::array::from_fn(|d| (r0 + d).min(rows.end - 1));
+            for c0 in (0..n1).step_by(C) {
+                let cs: [usize; C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
+                let (w, x) = (rs.map(&wrow), cs.map(&act));
+                // SAFETY: every pointer addresses k values of the weight type (activation
+                // rows are of the same type: these types are their own dot partner).
+                let out = unsafe {
+                    match self.wt {
+                        DType::F16 => dot_block::<R, C, F16>(self.k, w, x),
+                        DType::BF16 => dot_block::<R, C, BF16>(self.k, w, x),
+                        _ => dot_block::<R, C, F32>(self.k, w, x),
+                    }
+                };
+                let out = out.ok_or_else(|| crate::error::Error::internal("F32 blocks without AVX-512"))?;
+                for (i1, vals) in (c0..(c0 + C).min(n1)).zip(out) {
+                    for (i0, v) in (r0..(r0 + R).min(rows.end)).zip(vals) {
+                        put(i0, i1, v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
 /// groups of `mr` rows in order), or `None` when it does not qualify: a
