@@ -23,7 +23,7 @@ pub enum AnyBackend {
     /// A CUDA device.
     Cuda(CudaBackend),
     /// Several backends running each graph together ([`SplitBackend`]).
-    Split(SplitBackend),
+    Split(SplitBackend<AnyBackend>),
 }
 
 /// The planner rules of an [`AnyBackend`].
@@ -44,7 +44,7 @@ pub enum AnyStorage {
     /// A CUDA storage.
     Cuda(CudaStorage),
     /// A split run's storages.
-    Split(SplitStorage),
+    Split(SplitStorage<AnyBackend>),
 }
 
 impl AnyBackend {
@@ -65,7 +65,7 @@ impl AnyBackend {
         match self {
             AnyBackend::Cpu(b) => AnyBackend::Cpu(b.with_poison(poison)),
             AnyBackend::Cuda(b) => AnyBackend::Cuda(b.with_poison(poison)),
-            AnyBackend::Split(b) => AnyBackend::Split(b.with_poison(poison)),
+            AnyBackend::Split(b) => AnyBackend::Split(b.map_backends(|b| b.with_poison(poison))),
         }
     }
 }
@@ -101,8 +101,8 @@ impl From<CpuBackend> for AnyBackend {
     }
 }
 
-impl From<SplitBackend> for AnyBackend {
-    fn from(b: SplitBackend) -> AnyBackend {
+impl From<SplitBackend<AnyBackend>> for AnyBackend {
+    fn from(b: SplitBackend<AnyBackend>) -> AnyBackend {
         AnyBackend::Split(b)
     }
 }

@@ -41,7 +41,12 @@ pub fn on_gpu(layer: usize, n_layer: usize, n_gpu_layers: usize) -> bool {
 
 /// `gpu` and `cpu` as one backend, with `n_gpu_layers` of the model's
 /// `n_layer` layers on the GPU (`None`: all of them and the output layer).
-pub fn split(gpu: AnyBackend, cpu: AnyBackend, n_layer: usize, n_gpu_layers: Option<usize>) -> Result<SplitBackend> {
+pub fn split(
+    gpu: AnyBackend,
+    cpu: AnyBackend,
+    n_layer: usize,
+    n_gpu_layers: Option<usize>,
+) -> Result<SplitBackend<AnyBackend>> {
     let ngl = n_gpu_layers.unwrap_or(n_layer + 1);
     SplitBackend::with_homes(vec![gpu, cpu], move |ctx: &Context, id: TensorId| {
         let layer = layer_of(ctx.tensor(id).ok()?.name(), n_layer)?;

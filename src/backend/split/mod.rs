@@ -19,9 +19,9 @@ mod storage;
 use std::sync::Arc;
 
 pub use partition::LeafHome;
+use storage::Inner;
 pub use storage::SplitStorage;
 
-use super::any::{AnyBackend, AnyRules};
 use super::traits::Backend;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -29,32 +29,26 @@ use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::tensor::TensorId;
 
-/// Several backends running one graph (see the module docs). The first is
-/// where nodes go by default; list the CPU last, as the one that runs
-/// everything.
-pub struct SplitBackend {
-    inner: Arc<Inner>,
+/// Several backends of one kind `B` (e.g. [`AnyBackend`](crate::AnyBackend))
+/// running one graph (see the module docs). The first is where nodes go by
+/// default; list the CPU last, as the one that runs everything.
+pub struct SplitBackend<B: Backend> {
+    inner: Arc<Inner<B>>,
 }
 
-/// What the backend and its storages share.
-pub(crate) struct Inner {
-    pub(crate) backends: Vec<AnyBackend>,
-    pub(crate) home: Box<LeafHome>,
-}
-
-impl std::fmt::Debug for SplitBackend {
+impl<B: Backend + std::fmt::Debug> std::fmt::Debug for SplitBackend<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SplitBackend").field("backends", &self.inner.backends).finish()
     }
 }
 
-impl SplitBackend {
+impl<B: Backend> SplitBackend<B> {
     /// `backends` in order of preference, every leaf without a home (nodes go
     /// to the first backend that runs them).
     ///
     /// # Errors
     /// [`Error::Invalid`] for no backends.
-    pub fn new(backends: Vec<AnyBackend>) -> Result<SplitBackend> {
+    pub fn new(backends: Vec<B>) -> Result<SplitBackend<B>> {
         SplitBackend::with_homes(backends, |_, _| None)
     }
     /// `backends` with the leaves' homes given by `home` (an index into
@@ -64,39 +58,39 @@ impl SplitBackend {
     /// # Errors
     /// [`Error::Invalid`] for no backends.
     pub fn with_homes(
-        backends: Vec<AnyBackend>,
+        backends: Vec<B>,
         home: impl Fn(&Context, TensorId) -> Option<usize> + Send + Sync + 'static,
-    ) -> Result<SplitBackend> {
+    ) -> Result<SplitBackend<B>> {
         if backends.is_empty() {
             return Err(Error::Invalid("a split backend needs at least one backend".into()));
         }
         Ok(SplitBackend { inner: Arc::new(Inner { backends, home: Box::new(home) }) })
     }
-    /// Poison mode on every backend (see [`CpuBackend::with_poison`](crate::CpuBackend::with_poison)),
-    /// set before the first storage is made: while a storage of this backend
-    /// is alive (it shares the backends) the backend comes back unchanged.
-    pub fn with_poison(self, poison: bool) -> SplitBackend {
+    /// `f` applied to every backend (a setting such as poison mode), made
+    /// before the first storage: while a storage of this backend is alive (it
+    /// shares the backends) the backend comes back unchanged.
+    pub fn map_backends(self, f: impl FnMut(B) -> B) -> SplitBackend<B> {
         match Arc::try_unwrap(self.inner) {
             Ok(inner) => {
-                let backends = inner.backends.into_iter().map(|b| b.with_poison(poison)).collect();
+                let backends = inner.backends.into_iter().map(f).collect();
                 SplitBackend { inner: Arc::new(Inner { backends, home: inner.home }) }
             }
             Err(inner) => SplitBackend { inner },
         }
     }
     /// The backends, in order of preference.
-    pub fn backends(&self) -> &[AnyBackend] {
+    pub fn backends(&self) -> &[B] {
         &self.inner.backends
     }
 }
 
-impl Backend for SplitBackend {
-    type Storage = SplitStorage;
-    type Rules = AnyRules;
+impl<B: Backend> Backend for SplitBackend<B> {
+    type Storage = SplitStorage<B>;
+    type Rules = B::Rules;
 
     /// The first backend's rules (for the whole-graph plan, which sizes
     /// nothing: each part is planned on its own backend).
-    fn rules(&self) -> AnyRules {
+    fn rules(&self) -> B::Rules {
         self.inner.backends[0].rules()
     }
     fn describe(&self) -> String {
@@ -114,14 +108,20 @@ impl Backend for SplitBackend {
     fn take_profile(&self) -> Option<super::Profile> {
         self.inner.backends.iter().find_map(Backend::take_profile)
     }
-    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage> {
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage<B>> {
         SplitStorage::new(self.inner.clone(), ctx, graph, plan)
     }
     /// As [`Backend::alloc`]: each part's storage grows to its plan when bound.
-    fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, _capacity: usize) -> Result<SplitStorage> {
+    fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: Plan,
+        _capacity: usize,
+    ) -> Result<SplitStorage<B>> {
         SplitStorage::new(self.inner.clone(), ctx, graph, plan)
     }
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut SplitStorage) -> Result<()> {
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut SplitStorage<B>) -> Result<()> {
         storage.compute(&self.inner, ctx, graph)
     }
 }

@@ -4,7 +4,6 @@
 //! it leaves for later parts.
 
 use crate::backend::traits::Backend;
-use crate::backend::AnyBackend;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -47,7 +46,7 @@ pub(crate) struct Partition {
 /// a cache its writes), else that of the root it writes in place, else that
 /// wanted by the node before it (the first: backend 0); a backend that cannot
 /// run the node hands it to the next one that can.
-fn assign(ctx: &Context, graph: &Graph, backends: &[AnyBackend], home: &LeafHome) -> Result<Vec<(TensorId, usize)>> {
+fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafHome) -> Result<Vec<(TensorId, usize)>> {
     let mut of_root: IdMap<usize> = IdMap::default();
     let mut out = Vec::with_capacity(graph.nodes().len());
     let mut prev = 0;
@@ -80,7 +79,12 @@ fn assign(ctx: &Context, graph: &Graph, backends: &[AnyBackend], home: &LeafHome
 }
 
 /// Cuts `graph` for `backends` and plans every part on its backend.
-pub(crate) fn partition(ctx: &Context, graph: &Graph, backends: &[AnyBackend], home: &LeafHome) -> Result<Partition> {
+pub(crate) fn partition<B: Backend>(
+    ctx: &Context,
+    graph: &Graph,
+    backends: &[B],
+    home: &LeafHome,
+) -> Result<Partition> {
     let assigned = assign(ctx, graph, backends, home)?;
     let mut runs: Vec<(usize, Vec<TensorId>)> = Vec::new();
     for (id, b) in assigned {

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use super::partition::{partition, Partition};
-use super::Inner;
-use crate::backend::any::AnyStorage;
+use super::partition::{partition, LeafHome, Partition};
 use crate::backend::traits::{Backend, BackendStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -14,19 +12,25 @@ use crate::id::IdMap;
 use crate::plan::{Place, Plan};
 use crate::tensor::TensorId;
 
+/// What a split backend and its storages share.
+pub(super) struct Inner<B> {
+    pub(super) backends: Vec<B>,
+    pub(super) home: Box<LeafHome>,
+}
+
 /// Partitions kept for graphs bound before (a model switches between a few).
 const KEPT_PARTITIONS: usize = 16;
 
 /// The memory of one graph on a [`SplitBackend`](super::SplitBackend): one
 /// storage per part (the k-th part on a backend reuses that backend's k-th
 /// storage across rebinds, so a KV cache stays where it is).
-pub struct SplitStorage {
-    inner: Arc<Inner>,
+pub struct SplitStorage<B: Backend> {
+    inner: Arc<Inner<B>>,
     plan: Plan,
     capacity: usize,
     current: Arc<Partition>,
     kept: Vec<Arc<Partition>>,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<B::Storage>>,
     /// The slot of each part of `current`.
     part_slot: Vec<usize>,
     /// Root → the slot holding its latest bytes (roots one part writes and
@@ -35,13 +39,12 @@ pub struct SplitStorage {
 }
 
 /// One backend storage.
-#[derive(Debug)]
-struct Slot {
+struct Slot<S> {
     backend: usize,
-    storage: AnyStorage,
+    storage: S,
 }
 
-impl std::fmt::Debug for SplitStorage {
+impl<B: Backend> std::fmt::Debug for SplitStorage<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let parts: Vec<(usize, usize)> =
             self.current.parts.iter().map(|p| (p.backend, p.graph.nodes().len())).collect();
@@ -52,8 +55,8 @@ impl std::fmt::Debug for SplitStorage {
     }
 }
 
-impl SplitStorage {
-    pub(super) fn new(inner: Arc<Inner>, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage> {
+impl<B: Backend> SplitStorage<B> {
+    pub(super) fn new(inner: Arc<Inner<B>>, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage<B>> {
         plan.check_graph(graph)?;
         let current = Arc::new(partition(ctx, graph, &inner.backends, &*inner.home)?);
         let mut st = SplitStorage {
@@ -143,7 +146,7 @@ impl SplitStorage {
 
     /// Runs the parts in order, each after the roots it reads from others
     /// are copied in.
-    pub(super) fn compute(&mut self, inner: &Inner, ctx: &Context, graph: &Graph) -> Result<()> {
+    pub(super) fn compute(&mut self, inner: &Inner<B>, ctx: &Context, graph: &Graph) -> Result<()> {
         if (self.current.graph_id, self.current.graph_revision) != (graph.id(), graph.revision()) {
             return Err(Error::Mismatch(format!(
                 "split storage is bound to graph {} (revision {}), not graph {} (revision {})",
@@ -189,7 +192,7 @@ impl SplitStorage {
     }
 }
 
-impl BackendStorage for SplitStorage {
+impl<B: Backend> BackendStorage for SplitStorage<B> {
     /// The whole graph's plan (each part has its own, on its backend).
     fn plan(&self) -> &Plan {
         &self.plan

@@ -5,7 +5,7 @@ use super::SplitBackend;
 use crate::{AnyBackend, Backend, BackendStorage, Context, CpuBackend, DType, Graph, TensorId};
 
 /// Two single-thread CPU backends, leaves homed by name prefix: `a.` on 0, `b.` on 1.
-fn split() -> SplitBackend {
+fn split() -> SplitBackend<AnyBackend> {
     let backends = vec![AnyBackend::cpu(1).unwrap(), AnyBackend::cpu(1).unwrap()];
     SplitBackend::with_homes(backends, |ctx: &Context, id: TensorId| {
         let t = ctx.tensor(id).ok()?;
@@ -71,7 +71,7 @@ fn one_backend_is_one_part() {
     assert_eq!(st.crossing_bytes(&ctx).unwrap(), 0);
     let one = CpuBackend::new(2).unwrap().run(&ctx, &graph).unwrap();
     assert_eq!(st.read_f32(&ctx, z).unwrap(), one.read_f32(&ctx, z).unwrap());
-    assert!(SplitBackend::new(Vec::new()).is_err());
+    assert!(SplitBackend::<AnyBackend>::new(Vec::new()).is_err());
 }
 
 /// A cache on home 1 written at an input position each step and summed over
