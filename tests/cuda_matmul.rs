@@ -61,33 +61,22 @@ const TYPES: [DType; 13] = [
 
 /// The weight types CUDA multiplies without dot kernels: through the
 /// dequantized F16 GEMM at every batch size.
-const GEMM_ONLY: [DType; 12] = [
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::MXFP4,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::TQ1_0,
-    DType::TQ2_0,
-];
+fn gemm_only(t: DType) -> bool {
+    t.is_quantized() && !TYPES.contains(&t)
+}
 
 #[test]
 fn the_cuda_weight_types_lead_the_cpu_list() {
     assert_eq!(TYPES[..], dot::WEIGHT_TYPES[..TYPES.len()]);
     for &t in &dot::WEIGHT_TYPES[TYPES.len()..] {
-        assert_eq!(CudaBackend::handles(t), GEMM_ONLY.contains(&t), "{t}");
+        assert_eq!(CudaBackend::handles(t), gemm_only(t), "{t}");
     }
 }
 
 #[test]
 fn weights_without_dot_kernels_take_the_f16_gemm_at_every_batch() {
     let gpu = cuda();
-    for wt in GEMM_ONLY {
+    for wt in dot::WEIGHT_TYPES.into_iter().filter(|&t| gemm_only(t)) {
         // the dot kernels' switch off: these types take the GEMM regardless
         check(gpu.as_ref(), &Case { gemm: true, ..Case::new(wt, 1) });
         check(gpu.as_ref(), &Case { gemm: true, ..Case::new(wt, 5) });
@@ -194,7 +183,7 @@ fn check(gpu: Option<&CudaBackend>, c: &Case) {
     let g = Graph::build(&ctx, &[out]).unwrap();
     let want = CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, out).unwrap();
     let Some(gpu) = gpu else { return };
-    let dots = !GEMM_ONLY.contains(&c.wt);
+    let dots = !gemm_only(c.wt);
     let gpu = gpu.clone().with_dequant_gemm(if c.gemm && dots { Some(1) } else { None });
     let name = format!(
         "{:?} k={k} m={m} n={n} batch={:?}x{:?} tb={} sa={} f16b={} gemm={}",

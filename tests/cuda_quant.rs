@@ -17,55 +17,15 @@ use common::{cuda, Rng};
 use rgml::{bf16, f16, Context, CpuBackend, DType, Error, Graph, TensorId};
 
 /// The block types the CUDA backend reads: all of them.
-const ALL: [DType; 24] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::MXFP4,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::TQ1_0,
-    DType::TQ2_0,
-];
+fn all() -> Vec<DType> {
+    DType::ALL.into_iter().filter(|t| t.is_quantized()).collect()
+}
 /// The block types CUDA quantizes into.
 const WRITABLE: [DType; 6] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1];
 /// The block types CUDA reads but does not quantize into.
-const UNWRITABLE: [DType; 18] = [
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::MXFP4,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::TQ1_0,
-    DType::TQ2_0,
-];
+fn unwritable() -> Vec<DType> {
+    all().into_iter().filter(|t| !WRITABLE.contains(t)).collect()
+}
 
 /// `n` values uniform in `[-r, r)`, with a zero run, ties and a large value mixed in.
 fn mixed(rng: &mut Rng, n: usize, r: f32) -> Vec<f32> {
@@ -149,7 +109,7 @@ fn check_unsupported(name: &str, build: impl FnOnce(&mut Context) -> Vec<TensorI
 
 #[test]
 fn get_rows_of_every_block_type() {
-    for (s, dt) in ALL.into_iter().enumerate() {
+    for (s, dt) in all().into_iter().enumerate() {
         check(&format!("get_rows {dt}"), |ctx| {
             let mut rng = Rng(100 + s as u64);
             let bs = dt.block_size() as i64;
@@ -168,7 +128,7 @@ fn get_rows_of_every_block_type() {
 
 #[test]
 fn block_types_to_f32_f16_bf16_plain_and_transposed() {
-    for (s, dt) in ALL.into_iter().enumerate() {
+    for (s, dt) in all().into_iter().enumerate() {
         check(&format!("dequantize {dt}"), |ctx| {
             let mut rng = Rng(200 + s as u64);
             let bs = dt.block_size() as i64;
@@ -203,7 +163,7 @@ fn block_types_to_f32_f16_bf16_plain_and_transposed() {
 
 #[test]
 fn same_type_block_copies_of_every_block_type() {
-    for (s, dt) in ALL.into_iter().enumerate() {
+    for (s, dt) in all().into_iter().enumerate() {
         check(&format!("block copies {dt}"), |ctx| {
             let mut rng = Rng(300 + s as u64);
             let bs = dt.block_size() as i64;
@@ -270,7 +230,7 @@ fn quantizing_copies_into_the_writable_types() {
 
 #[test]
 fn set_rows_into_block_types() {
-    for (s, dt) in ALL.into_iter().enumerate() {
+    for (s, dt) in all().into_iter().enumerate() {
         check(&format!("set_rows {dt}"), |ctx| {
             let mut rng = Rng(500 + s as u64);
             let bs = dt.block_size() as i64;
@@ -301,7 +261,7 @@ fn set_rows_into_block_types() {
 
 #[test]
 fn destinations_cuda_does_not_quantize_into_are_unsupported() {
-    for (s, dt) in UNWRITABLE.into_iter().enumerate() {
+    for (s, dt) in unwritable().into_iter().enumerate() {
         // the grid i-quants have no quantizer on the CPU either
         let mut row = vec![0u8; dt.type_size()];
         if rgml::quant::quantize_row(dt, &[0.5; 256], &mut row).is_err() {
