@@ -64,9 +64,11 @@ impl Graph {
     /// one backend of a split run: the roots they touch that these nodes do
     /// not compute are leafs, plain ones read as usual, those in `external`
     /// (roots computed or written elsewhere) placed in the plan buffer like
-    /// inputs, whose bytes the caller sets before each run
-    /// ([`BackendStorage::set_bytes`](crate::BackendStorage::set_bytes)).
-    /// `outputs` are the roots later parts read: they survive the run.
+    /// inputs, whose bytes the caller sets between runs
+    /// ([`BackendStorage::set_bytes`](crate::BackendStorage::set_bytes)). A
+    /// node listed in `external` (computed here, written in place elsewhere)
+    /// is computed as usual and kept for the whole run, so it too can be set.
+    /// `outputs` are the roots other parts read: they survive the run.
     ///
     /// # Errors
     /// [`Error::Invalid`] if a node is not a compute node, or a touched root is

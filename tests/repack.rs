@@ -13,7 +13,7 @@ use rgml::quant::tile::tile_kernel;
 use rgml::{load_gguf, Context, CpuBackend, DType, Graph, Plan, CPU_ALIGNMENT};
 
 const K: i64 = 96;
-const M: i64 = 40; // two whole groups of 16 and a partial one
+const M: i64 = 40; // whole groups of 16 (8) rows and a partial one
 
 /// A GGUF file holding one M × K matrix of `dtype` (random values, quantized).
 fn weights_file(dtype: DType, tag: &str) -> std::path::PathBuf {
@@ -44,6 +44,14 @@ fn repacks() -> bool {
     on
 }
 
+/// The repacked bytes of the M × K Q4_0 matrix: whole groups of the tile
+/// kernel's rows (a partial group padded), 0 where nothing repacks.
+fn q4_0_packed_bytes() -> usize {
+    tile_kernel(DType::Q4_0)
+        .and_then(|t| Some(t.packed_group_size(K as usize)? * (M as usize).div_ceil(t.mr())))
+        .unwrap_or(0)
+}
+
 /// `mul_mat(w, x)` for x of shape `[K, n, batch]`, on `cpu`: the result's
 /// bits and the storage's repacked bytes.
 fn product(ctx: &mut Context, w: rgml::TensorId, n: i64, batch: i64, cpu: &CpuBackend) -> (Vec<u32>, usize) {
@@ -68,14 +76,14 @@ fn repacked_weights_give_the_same_bits() {
     let mut ctx = Context::new();
     let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
     let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
-    let group_bytes = tile_kernel(DType::Q4_0).and_then(|t| t.packed_group_size(K as usize)).unwrap_or(0);
+    let group_bytes = q4_0_packed_bytes();
     for (n, batch) in [(1, 1), (3, 1), (37, 1), (5, 2)] {
         let (want, none) = product(&mut ctx, w, n, batch, &plain);
         let (got, bytes) = product(&mut ctx, w, n, batch, &packed);
         assert_eq!(none, 0, "repacking is off by default");
         assert_eq!(got, want, "n={n} batch={batch}");
-        let expect = if repacks() { 3 * group_bytes } else { 0 };
-        assert_eq!(bytes, expect, "n={n} batch={batch}: three groups of 16 rows");
+        let expect = if repacks() { group_bytes } else { 0 };
+        assert_eq!(bytes, expect, "n={n} batch={batch}: M rows in groups of the kernel's rows");
     }
     std::fs::remove_file(&path).ok();
 }
@@ -107,8 +115,7 @@ fn the_repacked_copy_lives_with_the_storage_across_graphs() {
         let want = plain.run(&ctx, &g).unwrap().read_f32(&ctx, y).unwrap();
         assert_eq!(s.read_f32(&ctx, y).unwrap(), want, "n={n}");
         if repacks() {
-            let gs = tile_kernel(DType::Q4_0).unwrap().packed_group_size(K as usize).unwrap();
-            assert_eq!(s.repacked_bytes(), 3 * gs, "made once, kept across graphs");
+            assert_eq!(s.repacked_bytes(), q4_0_packed_bytes(), "made once, kept across graphs");
         }
     }
     std::fs::remove_file(&path).ok();
@@ -146,13 +153,15 @@ fn repacked_q4_k_weights_give_the_same_bits() {
     let mut ctx = Context::new();
     let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
     let t = tile_kernel(DType::Q4_K);
-    let packs = t.is_some_and(|t| t.packs());
     let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
     for n in [1, 2, 9] {
         let (want, _) = product_k(&mut ctx, w, K4, n, 1, &plain);
         let (got, bytes) = product_k(&mut ctx, w, K4, n, 1, &packed);
         assert_eq!(got, want, "n={n}");
-        let expect = if packs { 3 * t.unwrap().packed_group_size(K4 as usize).unwrap() } else { 0 };
+        let expect = match t.filter(|t| t.packs()) {
+            Some(t) => t.packed_group_size(K4 as usize).unwrap() * (M as usize).div_ceil(t.mr()),
+            None => 0,
+        };
         assert_eq!(bytes, expect, "n={n}");
     }
     std::fs::remove_file(&path).ok();

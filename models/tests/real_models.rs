@@ -137,27 +137,37 @@ fn compare_with(name: &str, kv: KvType, k: usize) -> Option<(f64, f64)> {
     Some((mean, top1))
 }
 
-/// llama.cpp's own mean KL between its F32-cache and F16-cache runs of `name`: the
-/// spread its numerics have; rgml is held to 4e-3 (the yardstick, SmolLM2's own
-/// 3.7e-3) or to this, whichever is larger (Gemma's is 6.2e-3).
-fn own_spread(name: &str) -> f64 {
+/// llama.cpp's own mean KL between its F32-cache and F16-cache runs of `name`, and how
+/// often their top-1 agree: the spread its numerics have (SmolLM2 3.7e-3 and 75/77, Gemma
+/// 6.2e-3 and 67/75).
+fn own_spread(name: &str) -> (f64, f64) {
     let idx = index();
     let model = &idx["models"][name];
-    let (mut sum, mut n) = (0.0, 0);
+    let (mut sum, mut same, mut n) = (0.0, 0, 0);
     for prompt in model["prompts"].as_object().unwrap().values() {
         for p in positions(model, prompt) {
             sum += p.kl_f32_f16;
+            same += usize::from(p.top1[0] == p.top1[1]);
             n += 1;
         }
     }
-    sum / n as f64
+    (sum / n as f64, same as f64 / n as f64)
 }
 
+/// rgml is held to 1.25 × the larger of 4e-3 (the yardstick) and llama.cpp's own
+/// F32-vs-F16 spread, and to top-1 agreement 0.05 below the smaller of 0.9 and llama.cpp's
+/// own: the fixtures come from an AVX-512 CPU, and llama.cpp itself run on an AVX2 one
+/// (other rounding orders) lands 4.2e-3 / 4.7e-3 and 73/75 / 67/75 from them on Gemma
+/// (F32 / F16 caches), so a bound at the spread alone fails the reference itself.
 fn check(name: &str) {
-    let bound = own_spread(name).max(4e-3);
+    let (kl_spread, top1_spread) = own_spread(name);
+    let (kl_bound, top1_bound) = (1.25 * kl_spread.max(4e-3), top1_spread.min(0.9) - 0.05);
     for kv in [KvType::F32, KvType::F16] {
         if let Some((kl, top1)) = compare(name, kv) {
-            assert!(kl <= bound && top1 >= 0.9, "{name} {kv:?}: mean KL {kl} (bound {bound}), top-1 {top1}");
+            assert!(
+                kl <= kl_bound && top1 >= top1_bound,
+                "{name} {kv:?}: mean KL {kl} (bound {kl_bound}), top-1 {top1} (bound {top1_bound})"
+            );
         }
     }
 }

@@ -185,11 +185,17 @@ impl Backend for AnyBackend {
             AnyBackend::Split(b) => AnyStorage::Split(b.alloc_with_capacity(ctx, graph, plan, capacity)?),
         })
     }
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut AnyStorage) -> Result<()> {
+    fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut AnyStorage,
+        steps: std::ops::Range<usize>,
+    ) -> Result<()> {
         match (self, storage) {
-            (AnyBackend::Cpu(b), AnyStorage::Cpu(s)) => b.compute(ctx, graph, s),
-            (AnyBackend::Cuda(b), AnyStorage::Cuda(s)) => b.compute(ctx, graph, s),
-            (AnyBackend::Split(b), AnyStorage::Split(s)) => b.compute(ctx, graph, s),
+            (AnyBackend::Cpu(b), AnyStorage::Cpu(s)) => b.compute_steps(ctx, graph, s, steps),
+            (AnyBackend::Cuda(b), AnyStorage::Cuda(s)) => Backend::compute_steps(b, ctx, graph, s, steps),
+            (AnyBackend::Split(b), AnyStorage::Split(s)) => b.compute_steps(ctx, graph, s, steps),
             _ => Err(wrong_storage()),
         }
     }

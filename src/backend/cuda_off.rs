@@ -58,7 +58,7 @@ impl Backend for CudaBackend {
     fn alloc_with_capacity(&self, _: &Context, _: &Graph, _: Plan, _: usize) -> Result<CudaStorage> {
         match *self {}
     }
-    fn compute(&self, _: &Context, _: &Graph, _: &mut CudaStorage) -> Result<()> {
+    fn compute_steps(&self, _: &Context, _: &Graph, _: &mut CudaStorage, _: std::ops::Range<usize>) -> Result<()> {
         match *self {}
     }
 }

@@ -143,12 +143,28 @@ pub(crate) struct Run<'a, B> {
     pub poison: Option<&'a Plan>,
     /// Where to add each node's wall time, if profiling.
     pub profile: Option<&'a Mutex<Profile>>,
+    /// The positions in the graph's node list to run.
+    pub steps: std::ops::Range<usize>,
 }
 
-/// Runs every node of the graph in order on `k`.
+/// `steps` checked against `graph`'s node list.
+pub(crate) fn check_steps(graph: &Graph, steps: &std::ops::Range<usize>) -> Result<()> {
+    if steps.start > steps.end || steps.end > graph.nodes().len() {
+        return Err(Error::Invalid(format!(
+            "steps {}..{} of a graph of {} nodes",
+            steps.start,
+            steps.end,
+            graph.nodes().len()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the graph's nodes at `run.steps`, in order, on `k`.
 pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
+    check_steps(run.graph, &run.steps)?;
     let mut profile = run.profile.map(|_| Profile::default());
-    for (step, &id) in run.graph.nodes().iter().enumerate() {
+    for (step, &id) in run.graph.nodes().iter().enumerate().take(run.steps.end).skip(run.steps.start) {
         let t = run.ctx.tensor(id)?;
         // by reference: an `Op` is large (rope's parameters), and this runs per node
         let op = &t.op;

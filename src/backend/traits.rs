@@ -51,7 +51,23 @@ pub trait Backend {
     /// ([`BackendStorage::rebind`]).
     fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<Self::Storage>;
     /// Runs every node of `graph` in order; results stay in `storage`.
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()>;
+    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut Self::Storage) -> Result<()> {
+        self.compute_steps(ctx, graph, storage, 0..graph.nodes().len())
+    }
+    /// Runs the nodes at positions `steps` of [`Graph::nodes`], in order, on
+    /// a storage bound to `graph`: a graph run in stages with other work
+    /// between them, as [`SplitBackend`](crate::SplitBackend) runs each
+    /// backend's parts in one storage. Poison mode fills the buffer at step 0 only.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for steps outside the graph, and what the kernels report.
+    fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut Self::Storage,
+        steps: std::ops::Range<usize>,
+    ) -> Result<()>;
     /// The time per op kind of the computes since the last call, and starts
     /// a new profile; `None` unless the backend profiles (the CPU's
     /// [`with_profile`](crate::CpuBackend::with_profile)).

@@ -52,7 +52,7 @@ pub struct Plan {
     pub(super) frees: Vec<Vec<(usize, usize)>>,
     /// Roots whose bytes survive the whole run (leaves, inputs, outputs).
     pub(super) retained: IdSet,
-    /// Roots computed by another part of a split graph ([`Graph::part`]).
+    /// Roots computed or written by another part of a split graph ([`Graph::part`]).
     pub(super) external: IdSet,
     pub(super) stats: PlanStats,
 }
@@ -87,8 +87,8 @@ impl Plan {
     pub fn is_retained(&self, root: TensorId) -> bool {
         self.retained.contains(&root)
     }
-    /// True if `root` is computed by another part of a split graph and set
-    /// before each run, like an input ([`Graph::part`]).
+    /// True if `root` is computed or written by another part of a split
+    /// graph and may be set between runs, like an input ([`Graph::part`]).
     pub fn is_external(&self, root: TensorId) -> bool {
         self.external.contains(&root)
     }

@@ -174,7 +174,7 @@ pub(crate) fn plan(ctx: &Context, graph: &Graph, rules: &dyn ReuseRules, reuse: 
         reused,
         frees,
         retained,
-        external: graph.leafs().iter().copied().filter(|&l| graph.is_external(l)).collect(),
+        external: graph.leafs().iter().chain(graph.nodes()).copied().filter(|&r| graph.is_external(r)).collect(),
         stats,
     })
 }

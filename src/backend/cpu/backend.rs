@@ -6,6 +6,7 @@ use super::kernels::CpuKernels;
 use super::mem::Exec;
 use super::pool::GraphPool;
 use super::storage::CpuStorage;
+use std::ops::Range;
 use std::sync::Mutex;
 
 use crate::backend::exec;
@@ -113,7 +114,19 @@ impl CpuBackend {
     /// Runs every node of `graph` in order. Leaves are read from `ctx` (in place,
     /// no copy) except those the graph writes, which live in `storage`.
     pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage) -> Result<()> {
+        self.compute_steps(ctx, graph, storage, 0..graph.nodes().len())
+    }
+
+    /// [`CpuBackend::compute`] of the nodes at positions `steps` only ([`Backend::compute_steps`]).
+    pub fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut CpuStorage,
+        steps: Range<usize>,
+    ) -> Result<()> {
         graph.check_context(ctx)?;
+        exec::check_steps(graph, &steps)?;
         storage.plan.check_graph(graph)?;
         let buf = storage.buffer.as_bytes_mut();
         let buf = (buf.as_mut_ptr(), buf.len());
@@ -123,11 +136,11 @@ impl CpuBackend {
         self.pool.session(|session| {
             let ex = Exec { pool: Some(session), gemm: Some(&self.gemm) };
             let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
-            if self.poison {
+            if self.poison && steps.start == 0 {
                 exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
             }
             let poison = self.poison.then_some(&*plan);
-            exec::run(&mut k, &exec::Run { ctx, graph, regions, poison, profile: self.profile.as_ref() })
+            exec::run(&mut k, &exec::Run { ctx, graph, regions, poison, profile: self.profile.as_ref(), steps })
         })
     }
 
@@ -158,8 +171,8 @@ impl Backend for CpuBackend {
     fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
         CpuBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
     }
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage) -> Result<()> {
-        CpuBackend::compute(self, ctx, graph, storage)
+    fn compute_steps(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage, steps: Range<usize>) -> Result<()> {
+        CpuBackend::compute_steps(self, ctx, graph, storage, steps)
     }
     fn take_profile(&self) -> Option<Profile> {
         let p = self.profile.as_ref()?;

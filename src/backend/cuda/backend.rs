@@ -2,6 +2,7 @@
 //! ([`CudaConfig`]); a compute binds the storage's regions and runs the
 //! executor loop with the CUDA kernels, eagerly or as a CUDA graph.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
@@ -156,7 +157,20 @@ impl CudaBackend {
     /// range the plan frees after a step is refilled right after it. With
     /// [`CudaBackend::with_graphs`], repeated runs launch a CUDA graph.
     pub fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
+        self.compute_steps(ctx, graph, storage, 0..graph.nodes().len())
+    }
+
+    /// [`CudaBackend::compute`] of the nodes at positions `steps` only
+    /// ([`Backend::compute_steps`]; a CUDA graph per range).
+    pub fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut CudaStorage,
+        steps: Range<usize>,
+    ) -> Result<()> {
         graph.check_context(ctx)?;
+        exec::check_steps(graph, &steps)?;
         check_types(ctx, graph)?;
         storage.plan.check_graph(graph)?;
         if !Arc::ptr_eq(&storage.dev, &self.dev) {
@@ -177,14 +191,17 @@ impl CudaBackend {
             dev.scratch.release()?;
             let buf = storage.buffer_extent();
             let mut k = self.kernels(flags, buf);
-            exec::poison_all(&mut k, ctx, graph, &storage.plan, buf.1)?;
-            exec::run(&mut k, &Run { ctx, graph, regions: &regions, poison: Some(&storage.plan), profile: None })?;
+            if steps.start == 0 {
+                exec::poison_all(&mut k, ctx, graph, &storage.plan, buf.1)?;
+            }
+            let poison = Some(&storage.plan);
+            exec::run(&mut k, &Run { ctx, graph, regions: &regions, poison, profile: None, steps })?;
         } else if self.graphs {
-            let key = Key::new(graph, &regions, flags, self.quant);
-            let mut eager = || self.run_nodes(ctx, graph, &regions, flags);
+            let key = Key::new(graph, &regions, flags, self.quant, &steps);
+            let mut eager = || self.run_nodes(ctx, graph, &regions, flags, steps.clone());
             storage.graphs.run(dev, key, &mut eager)?;
         } else {
-            self.run_nodes(ctx, graph, &regions, flags)?;
+            self.run_nodes(ctx, graph, &regions, flags, steps)?;
         }
         dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
         let flag = if claims.is_some() { storage.first_flag()? } else { 0 };
@@ -202,10 +219,17 @@ impl CudaBackend {
         CudaKernels { dev: &self.dev, quant: self.quant, err_ptr: flags, claims_ptr: flags + 4, buf }
     }
 
-    /// Queues every node's kernels on the stream (no poison mode).
-    fn run_nodes(&self, ctx: &Context, graph: &Graph, regions: &exec::Regions<u64>, flags: u64) -> Result<()> {
+    /// Queues the kernels of the nodes at `steps` on the stream (no poison mode).
+    fn run_nodes(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        regions: &exec::Regions<u64>,
+        flags: u64,
+        steps: Range<usize>,
+    ) -> Result<()> {
         self.dev.scratch.release()?;
-        exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None, profile: None })
+        exec::run(&mut self.kernels(flags, (0, 0)), &Run { ctx, graph, regions, poison: None, profile: None, steps })
     }
 
     /// Quantizes `x` (rows of `k` values, `x.len() / k` of them) on the device
@@ -240,8 +264,14 @@ impl Backend for CudaBackend {
     fn alloc_with_capacity(&self, ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CudaStorage> {
         CudaBackend::alloc_with_capacity(self, ctx, graph, plan, capacity)
     }
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut CudaStorage) -> Result<()> {
-        CudaBackend::compute(self, ctx, graph, storage)
+    fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut CudaStorage,
+        steps: Range<usize>,
+    ) -> Result<()> {
+        CudaBackend::compute_steps(self, ctx, graph, storage, steps)
     }
 }
 

@@ -30,23 +30,31 @@ use crate::graph::Graph;
 use crate::tensor::TensorId;
 
 /// How many captured graphs a storage keeps (the least recently used goes first).
-const KEEP: usize = 8;
+/// (A split graph's stages on one storage each take one.)
+const KEEP: usize = 16;
 
 /// What a captured graph's launches depend on (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Key {
     graph: (u64, u32),
+    steps: (usize, usize),
     roots: Vec<(TensorId, u64, usize)>,
     flags: u64,
     quant: QuantPath,
 }
 
 impl Key {
-    /// The key of a run of `graph` over `regions`, index flags at `flags`.
-    pub(crate) fn new(graph: &Graph, regions: &Regions<u64>, flags: u64, quant: QuantPath) -> Key {
+    /// The key of a run of `graph`'s nodes at `steps` over `regions`, index flags at `flags`.
+    pub(crate) fn new(
+        graph: &Graph,
+        regions: &Regions<u64>,
+        flags: u64,
+        quant: QuantPath,
+        steps: &std::ops::Range<usize>,
+    ) -> Key {
         let mut roots: Vec<_> = regions.iter().map(|(&id, r)| (id, r.base, r.len)).collect();
         roots.sort_unstable();
-        Key { graph: (graph.id(), graph.revision()), roots, flags, quant }
+        Key { graph: (graph.id(), graph.revision()), steps: (steps.start, steps.end), roots, flags, quant }
     }
 }
 

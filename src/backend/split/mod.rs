@@ -6,12 +6,14 @@
 //! where, by name for instance, as `--n-gpu-layers` does), else the backend
 //! the node before it wanted; a backend that cannot run a node
 //! ([`Backend::supports_node`]) hands it to the next, and only it. Runs of consecutive
-//! nodes on one backend are parts, each a graph of its own ([`Graph::part`])
-//! with its own plan and storage on its backend, so weights are uploaded
-//! only where their nodes run. Between parts only the roots a part reads
-//! from another cross, copied through the host before it runs; a written
-//! leaf (a KV cache) lives in the storage of its first writer, and its state
-//! follows the part that wrote it last.
+//! nodes on one backend are parts; all the parts of one backend are one
+//! stage graph ([`Graph::part`]) with one plan and one storage on it, run a
+//! part at a time ([`Backend::compute_steps`]), so weights are uploaded only
+//! where their nodes run and roots passed between parts of one backend stay
+//! in its buffer. Between backends only the roots a part needs from another
+//! cross, copied through the host before it runs; a written leaf (a KV
+//! cache) lives in the storage of its first writer, and its state follows
+//! the part that wrote it last.
 
 mod partition;
 mod storage;
@@ -121,7 +123,17 @@ impl<B: Backend> Backend for SplitBackend<B> {
     ) -> Result<SplitStorage<B>> {
         SplitStorage::new(self.inner.clone(), ctx, graph, plan)
     }
-    fn compute(&self, ctx: &Context, graph: &Graph, storage: &mut SplitStorage<B>) -> Result<()> {
+    /// The whole graph only: its parts are the stages a split run makes.
+    fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut SplitStorage<B>,
+        steps: std::ops::Range<usize>,
+    ) -> Result<()> {
+        if steps != (0..graph.nodes().len()) {
+            return Err(Error::Invalid("a split backend runs a whole graph, not a range of its steps".into()));
+        }
         storage.compute(&self.inner, ctx, graph)
     }
 }

@@ -1,7 +1,9 @@
 //! How a graph is cut for a split run: each compute node is given a backend,
-//! runs of consecutive nodes on one backend become parts ([`Graph::part`]),
-//! and each part learns which roots it must receive before it runs and which
-//! it leaves for later parts.
+//! runs of consecutive nodes on one backend become parts, all the parts of
+//! a backend one stage graph ([`Graph::part`]) with one plan, and each part
+//! learns which roots it may have to receive before it runs.
+
+use std::ops::Range;
 
 use crate::backend::traits::Backend;
 use crate::context::Context;
@@ -19,15 +21,22 @@ pub type LeafHome = dyn Fn(&Context, TensorId) -> Option<usize> + Send + Sync;
 pub(crate) struct Part {
     /// Index of the backend that runs it.
     pub(crate) backend: usize,
-    /// Its nodes, as a graph of their own.
-    pub(crate) graph: Graph,
-    /// Its plan on its backend.
-    pub(crate) plan: Plan,
-    /// Roots computed or written by other parts (or leaves another part
-    /// owns), copied in before the part runs.
-    pub(crate) external: Vec<TensorId>,
+    /// Its positions in its backend's stage graph.
+    pub(crate) steps: Range<usize>,
+    /// Roots it reads or writes whose latest bytes may be on another backend
+    /// (computed or written there, written leaves), copied in before it runs
+    /// unless its backend holds them.
+    pub(crate) receive: Vec<TensorId>,
     /// Roots the part computes or writes.
     pub(crate) writes: Vec<TensorId>,
+}
+
+/// All the parts on one backend, as one graph with one plan: one buffer
+/// per backend, where roots passed between its parts stay in place.
+#[derive(Debug)]
+pub(crate) struct Stage {
+    pub(crate) graph: Graph,
+    pub(crate) plan: Plan,
 }
 
 /// A graph cut into parts, in execution order.
@@ -36,8 +45,10 @@ pub(crate) struct Partition {
     pub(crate) graph_id: u64,
     pub(crate) graph_revision: u32,
     pub(crate) parts: Vec<Part>,
-    /// Written leaves: the part whose storage keeps the leaf's state (its
-    /// first writer).
+    /// The stage of each backend (`None` for a backend that runs nothing).
+    pub(crate) stages: Vec<Option<Stage>>,
+    /// Written leaves: the backend whose storage keeps the leaf's state (its
+    /// first writer's).
     pub(crate) owners: IdMap<usize>,
 }
 
@@ -78,70 +89,142 @@ fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafH
     Ok(out)
 }
 
-/// Cuts `graph` for `backends` and plans every part on its backend.
+/// The roots each run of nodes touches, computes and writes.
+struct Uses {
+    touched: IdSet,
+    computed: IdSet,
+    written: Vec<TensorId>,
+}
+
+fn uses(ctx: &Context, nodes: &[TensorId]) -> Result<Uses> {
+    let mut u = Uses { touched: IdSet::default(), computed: IdSet::default(), written: Vec::new() };
+    for &id in nodes {
+        let t = ctx.tensor(id)?;
+        let root = t.view_src().unwrap_or(id);
+        if t.view_src().is_none() {
+            u.computed.insert(id);
+        }
+        if !u.written.contains(&root) {
+            u.written.push(root);
+        }
+        u.touched.insert(root);
+        for &s in t.src() {
+            u.touched.insert(ctx.storage_root(s)?);
+        }
+    }
+    Ok(u)
+}
+
+/// A graph's runs of nodes and who writes what, before the stages are made.
+struct Cut {
+    /// (backend, nodes) of each run, in order.
+    runs: Vec<(usize, Vec<TensorId>)>,
+    used: Vec<Uses>,
+    /// The backends writing each root.
+    writers: IdMap<Vec<usize>>,
+    /// Written leaves: their first writer's backend.
+    owners: IdMap<usize>,
+    /// The roots of the graph's outputs.
+    out_roots: IdSet,
+}
+
+impl Cut {
+    fn new(ctx: &Context, graph: &Graph, runs: Vec<(usize, Vec<TensorId>)>) -> Result<Cut> {
+        let used: Vec<Uses> = runs.iter().map(|(_, nodes)| uses(ctx, nodes)).collect::<Result<_>>()?;
+        let mut writers: IdMap<Vec<usize>> = IdMap::default();
+        let mut owners: IdMap<usize> = IdMap::default();
+        for ((b, _), u) in runs.iter().zip(&used) {
+            for &r in &u.written {
+                let w = writers.entry(r).or_default();
+                if !w.contains(b) {
+                    w.push(*b);
+                }
+                if ctx.tensor(r)?.op().is_leaf() {
+                    owners.entry(r).or_insert(*b);
+                }
+            }
+        }
+        let out_roots = graph.outputs().iter().map(|&o| ctx.storage_root(o)).collect::<Result<_>>()?;
+        Ok(Cut { runs, used, writers, owners, out_roots })
+    }
+
+    /// Backend `b`'s stage graph (`None` if it runs nothing), and the steps
+    /// of each of its runs in it (into `steps`). Its external roots: those it
+    /// touches and does not compute but for plain leaves, leaves another
+    /// backend owns, and those it computes that another backend writes.
+    /// Its outputs: what it writes that the graph returns or another backend touches.
+    fn stage(&self, ctx: &Context, b: usize, steps: &mut [Range<usize>]) -> Result<Option<Graph>> {
+        let mine: Vec<usize> = (0..self.runs.len()).filter(|&p| self.runs[p].0 == b).collect();
+        if mine.is_empty() {
+            return Ok(None);
+        }
+        let computed: IdSet = mine.iter().flat_map(|&p| self.used[p].computed.iter().copied()).collect();
+        let touched: IdSet = mine.iter().flat_map(|&p| self.used[p].touched.iter().copied()).collect();
+        let mut external = Vec::new();
+        for &r in &touched {
+            let ext = if computed.contains(&r) {
+                self.writers.get(&r).is_some_and(|w| w.iter().any(|&x| x != b))
+            } else if ctx.tensor(r)?.op().is_leaf() {
+                self.owners.get(&r).is_some_and(|&o| o != b)
+            } else {
+                true
+            };
+            if ext {
+                external.push(r);
+            }
+        }
+        external.sort_unstable();
+        let elsewhere =
+            |r: &TensorId| self.runs.iter().zip(&self.used).any(|((rb, _), u)| *rb != b && u.touched.contains(r));
+        let (mut outputs, mut nodes) = (Vec::new(), Vec::new());
+        for &p in &mine {
+            for &r in &self.used[p].written {
+                if !outputs.contains(&r) && (self.out_roots.contains(&r) || elsewhere(&r)) {
+                    outputs.push(r);
+                }
+            }
+            steps[p] = nodes.len()..nodes.len() + self.runs[p].1.len();
+            nodes.extend_from_slice(&self.runs[p].1);
+        }
+        Graph::part(ctx, nodes, &external, outputs).map(Some)
+    }
+}
+
+/// Cuts `graph` for `backends` and plans each backend's stage.
 pub(crate) fn partition<B: Backend>(
     ctx: &Context,
     graph: &Graph,
     backends: &[B],
     home: &LeafHome,
 ) -> Result<Partition> {
-    let assigned = assign(ctx, graph, backends, home)?;
     let mut runs: Vec<(usize, Vec<TensorId>)> = Vec::new();
-    for (id, b) in assigned {
+    for (id, b) in assign(ctx, graph, backends, home)? {
         match runs.last_mut() {
             Some((rb, nodes)) if *rb == b => nodes.push(id),
             _ => runs.push((b, vec![id])),
         }
     }
-    // per part: the roots it touches, computes, and writes
-    let mut touched: Vec<IdSet> = Vec::with_capacity(runs.len());
-    let mut computed: Vec<IdSet> = Vec::with_capacity(runs.len());
-    let mut written: Vec<Vec<TensorId>> = Vec::with_capacity(runs.len());
-    let mut owners: IdMap<usize> = IdMap::default();
-    for (p, (_, nodes)) in runs.iter().enumerate() {
-        let (mut tp, mut cp, mut wp) = (IdSet::default(), IdSet::default(), Vec::new());
-        for &id in nodes {
-            let t = ctx.tensor(id)?;
-            let root = t.view_src().unwrap_or(id);
-            if t.view_src().is_none() {
-                cp.insert(id);
-            } else if ctx.tensor(root)?.op().is_leaf() {
-                owners.entry(root).or_insert(p);
-            }
-            if !wp.contains(&root) {
-                wp.push(root);
-            }
-            tp.insert(root);
-            for &s in t.src() {
-                tp.insert(ctx.storage_root(s)?);
-            }
-        }
-        touched.push(tp);
-        computed.push(cp);
-        written.push(wp);
+    let cut = Cut::new(ctx, graph, runs)?;
+    let mut steps = vec![0..0; cut.runs.len()];
+    let mut stages = Vec::with_capacity(backends.len());
+    for (b, backend) in backends.iter().enumerate() {
+        let stage = match cut.stage(ctx, b, &mut steps)? {
+            Some(g) => Some(Stage { plan: backend.plan(ctx, &g)?, graph: g }),
+            None => None,
+        };
+        stages.push(stage);
     }
-    let out_roots: IdSet = graph.outputs().iter().map(|&o| ctx.storage_root(o)).collect::<Result<_>>()?;
-    let mut parts = Vec::with_capacity(runs.len());
-    for (p, (b, nodes)) in runs.into_iter().enumerate() {
-        let mut external = Vec::new();
-        for &r in &touched[p] {
-            if computed[p].contains(&r) {
-                continue;
-            }
-            let leaf = ctx.tensor(r)?.op().is_leaf();
-            if !leaf || owners.get(&r).is_some_and(|&o| o != p) {
-                external.push(r);
-            }
-        }
-        external.sort_unstable();
-        let outputs: Vec<TensorId> = written[p]
+    let mut parts = Vec::with_capacity(cut.runs.len());
+    for (p, ((b, _), u)) in cut.runs.iter().zip(cut.used).enumerate() {
+        let stage = stages[*b].as_ref().ok_or_else(|| Error::internal("a part without its stage"))?;
+        let mut receive: Vec<TensorId> = u
+            .touched
             .iter()
             .copied()
-            .filter(|r| out_roots.contains(r) || touched[p + 1..].iter().any(|t| t.contains(r)))
+            .filter(|r| !u.computed.contains(r) && (stage.graph.is_external(*r) || cut.owners.contains_key(r)))
             .collect();
-        let part_graph = Graph::part(ctx, nodes, &external, outputs)?;
-        let plan = backends[b].plan(ctx, &part_graph)?;
-        parts.push(Part { backend: b, graph: part_graph, plan, external, writes: written[p].clone() });
+        receive.sort_unstable();
+        parts.push(Part { backend: *b, steps: steps[p].clone(), receive, writes: u.written });
     }
-    Ok(Partition { graph_id: graph.id(), graph_revision: graph.revision(), parts, owners })
+    Ok(Partition { graph_id: graph.id(), graph_revision: graph.revision(), parts, stages, owners: cut.owners })
 }

@@ -1,4 +1,4 @@
-//! [`SplitStorage`]: a storage per part of a split graph, and where each
+//! [`SplitStorage`]: a storage per backend of a split graph, and where each
 //! shared root's latest bytes are.
 
 use std::sync::Arc;
@@ -22,35 +22,28 @@ pub(super) struct Inner<B> {
 const KEPT_PARTITIONS: usize = 16;
 
 /// The memory of one graph on a [`SplitBackend`](super::SplitBackend): one
-/// storage per part (the k-th part on a backend reuses that backend's k-th
-/// storage across rebinds, so a KV cache stays where it is).
+/// storage per backend, bound to that backend's stage (all its parts), kept
+/// across rebinds so a KV cache stays where it is.
 pub struct SplitStorage<B: Backend> {
     inner: Arc<Inner<B>>,
     plan: Plan,
     capacity: usize,
     current: Arc<Partition>,
     kept: Vec<Arc<Partition>>,
-    slots: Vec<Slot<B::Storage>>,
-    /// The slot of each part of `current`.
-    part_slot: Vec<usize>,
-    /// Root → the slot holding its latest bytes (roots one part writes and
-    /// another reads, written leaves).
+    /// The storage of each backend, made when a stage first needs it.
+    slots: Vec<Option<B::Storage>>,
+    /// Root → the backend holding its latest bytes (what one part writes and
+    /// another may read, written leaves).
     holder: IdMap<usize>,
-}
-
-/// One backend storage.
-struct Slot<S> {
-    backend: usize,
-    storage: S,
+    /// Bytes copied between backends by the last compute.
+    crossed: usize,
 }
 
 impl<B: Backend> std::fmt::Debug for SplitStorage<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<(usize, usize)> =
-            self.current.parts.iter().map(|p| (p.backend, p.graph.nodes().len())).collect();
         f.debug_struct("SplitStorage")
-            .field("parts (backend, nodes)", &parts)
-            .field("slots", &self.slots.len())
+            .field("parts (backend, nodes)", &self.parts())
+            .field("buffers (backend, bytes)", &self.buffers())
             .finish()
     }
 }
@@ -59,15 +52,16 @@ impl<B: Backend> SplitStorage<B> {
     pub(super) fn new(inner: Arc<Inner<B>>, ctx: &Context, graph: &Graph, plan: Plan) -> Result<SplitStorage<B>> {
         plan.check_graph(graph)?;
         let current = Arc::new(partition(ctx, graph, &inner.backends, &*inner.home)?);
+        let slots = inner.backends.iter().map(|_| None).collect();
         let mut st = SplitStorage {
             inner,
             capacity: plan.buffer_size(),
             plan,
             current: current.clone(),
             kept: Vec::new(),
-            slots: Vec::new(),
-            part_slot: Vec::new(),
+            slots,
             holder: IdMap::default(),
+            crossed: 0,
         };
         st.bind(ctx, current)?;
         Ok(st)
@@ -75,77 +69,66 @@ impl<B: Backend> SplitStorage<B> {
 
     /// The parts of the bound graph: (backend index, compute nodes) each, in order.
     pub fn parts(&self) -> Vec<(usize, usize)> {
-        self.current.parts.iter().map(|p| (p.backend, p.graph.nodes().len())).collect()
+        self.current.parts.iter().map(|p| (p.backend, p.steps.len())).collect()
     }
-    /// Bytes copied between parts per compute of the bound graph (the roots
-    /// each part receives, counted whether or not they are already in place).
-    pub fn crossing_bytes(&self, ctx: &Context) -> Result<usize> {
-        let mut n = 0;
-        for p in &self.current.parts {
-            for &r in &p.external {
-                n += ctx.tensor(r)?.layout().nbytes();
-            }
-        }
-        Ok(n)
+    /// The plan buffer of each backend that has a storage: (backend index,
+    /// bytes), one buffer per backend however many parts it runs.
+    pub fn buffers(&self) -> Vec<(usize, usize)> {
+        self.slots.iter().enumerate().filter_map(|(b, s)| Some((b, s.as_ref()?.capacity()))).collect()
+    }
+    /// Bytes copied between backends by the last compute (the roots a part
+    /// reads or writes whose latest bytes another backend held).
+    pub fn crossing_bytes(&self) -> usize {
+        self.crossed
     }
 
-    /// Gives each part of `p` its slot (a new storage, or the backend's next
-    /// one rebound), moving written leaves whose owner changes slot.
+    /// Binds each backend's storage to its stage of `p` (made or rebound),
+    /// moving written leaves whose owner changes backend.
     fn bind(&mut self, ctx: &Context, p: Arc<Partition>) -> Result<()> {
-        let mut part_slot = Vec::with_capacity(p.parts.len());
-        let mut used = vec![0usize; self.inner.backends.len()];
-        let mut fresh = Vec::new();
-        for (i, part) in p.parts.iter().enumerate() {
-            let k = used[part.backend];
-            used[part.backend] += 1;
-            match self.slots.iter().enumerate().filter(|(_, s)| s.backend == part.backend).nth(k) {
-                Some((s, _)) => part_slot.push(s),
-                None => {
-                    part_slot.push(self.slots.len() + fresh.len());
-                    fresh.push(i);
-                }
-            }
-        }
-        // the state of a written leaf whose owner moves to another slot
+        // the state of a written leaf whose owner moves to another backend
         let mut moved = Vec::new();
         for (&leaf, &owner) in &p.owners {
-            let to = part_slot[owner];
             if let Some(&from) = self.holder.get(&leaf) {
-                if from != to {
-                    moved.push((leaf, to, self.slots[from].storage.read_bytes(ctx, leaf)?));
+                if from != owner {
+                    moved.push((leaf, owner, self.slot(from)?.read_bytes(ctx, leaf)?));
                 }
             }
         }
         // computed roots' holders end with their graph (an id may come back
         // as another tensor after a truncate); written leaves carry over
         self.holder.retain(|r, _| p.owners.contains_key(r));
-        for (i, part) in p.parts.iter().enumerate() {
-            let s = part_slot[i];
-            if s < self.slots.len() {
-                let st = &mut self.slots[s].storage;
-                st.grow(part.plan.buffer_size())?;
-                st.rebind(ctx, &part.graph, part.plan.clone())?;
+        for (b, stage) in p.stages.iter().enumerate() {
+            let Some(stage) = stage else { continue };
+            match &mut self.slots[b] {
+                Some(st) => {
+                    st.grow(stage.plan.buffer_size())?;
+                    st.rebind(ctx, &stage.graph, stage.plan.clone())?;
+                }
+                slot @ None => {
+                    *slot = Some(self.inner.backends[b].alloc(ctx, &stage.graph, stage.plan.clone())?);
+                }
             }
         }
-        for i in fresh {
-            let part = &p.parts[i];
-            let storage = self.inner.backends[part.backend].alloc(ctx, &part.graph, part.plan.clone())?;
-            self.slots.push(Slot { backend: part.backend, storage });
-        }
         for (&leaf, &owner) in &p.owners {
-            self.holder.entry(leaf).or_insert(part_slot[owner]);
+            self.holder.entry(leaf).or_insert(owner);
         }
         for (leaf, to, bytes) in moved {
-            self.slots[to].storage.set_bytes(ctx, leaf, &bytes)?;
+            self.slot_mut(to)?.set_bytes(ctx, leaf, &bytes)?;
             self.holder.insert(leaf, to);
         }
-        self.part_slot = part_slot;
         self.current = p;
         Ok(())
     }
 
-    /// Runs the parts in order, each after the roots it reads from others
-    /// are copied in.
+    fn slot(&self, b: usize) -> Result<&B::Storage> {
+        self.slots.get(b).and_then(Option::as_ref).ok_or_else(|| Error::internal("a backend without its storage"))
+    }
+    fn slot_mut(&mut self, b: usize) -> Result<&mut B::Storage> {
+        self.slots.get_mut(b).and_then(Option::as_mut).ok_or_else(|| Error::internal("a backend without its storage"))
+    }
+
+    /// Runs the parts in order, each after the roots it needs from other
+    /// backends are copied in.
     pub(super) fn compute(&mut self, inner: &Inner<B>, ctx: &Context, graph: &Graph) -> Result<()> {
         if (self.current.graph_id, self.current.graph_revision) != (graph.id(), graph.revision()) {
             return Err(Error::Mismatch(format!(
@@ -157,38 +140,50 @@ impl<B: Backend> SplitStorage<B> {
             )));
         }
         let current = self.current.clone();
-        for (i, part) in current.parts.iter().enumerate() {
-            let s = self.part_slot[i];
-            for &r in &part.external {
+        self.crossed = 0;
+        for part in &current.parts {
+            let b = part.backend;
+            for &r in &part.receive {
                 match self.holder.get(&r) {
-                    Some(&h) if h == s => {}
+                    Some(&h) if h == b => {}
                     Some(&h) => {
-                        let bytes = self.slots[h].storage.read_bytes(ctx, r)?;
-                        self.slots[s].storage.set_bytes(ctx, r, &bytes)?;
+                        let bytes = self.slot(h)?.read_bytes(ctx, r)?;
+                        self.slot_mut(b)?.set_bytes(ctx, r, &bytes)?;
+                        self.crossed += bytes.len();
                     }
-                    None => return Err(Error::internal(format!("no part holds {}", ctx.label(r)))),
+                    None => return Err(Error::internal(format!("no backend holds {}", ctx.label(r)))),
                 }
             }
-            inner.backends[part.backend].compute(ctx, &part.graph, &mut self.slots[s].storage)?;
+            let stage = current.stages[b].as_ref().ok_or_else(|| Error::internal("a part without its stage"))?;
+            let st = self.slots[b].as_mut().ok_or_else(|| Error::internal("a backend without its storage"))?;
+            inner.backends[b].compute_steps(ctx, &stage.graph, st, part.steps.clone())?;
             for &r in &part.writes {
-                self.holder.insert(r, s);
+                self.holder.insert(r, b);
             }
         }
         Ok(())
     }
 
-    /// The slot holding `id`'s root: its latest writer's, else the first part
-    /// placing it.
-    fn slot_of(&self, ctx: &Context, id: TensorId) -> Result<usize> {
+    /// The backend holding `id`'s root: its latest writer, else the first
+    /// whose stage places it.
+    fn holder_of(&self, ctx: &Context, id: TensorId) -> Result<usize> {
         let root = ctx.storage_root(id)?;
-        if let Some(&s) = self.holder.get(&root) {
-            return Ok(s);
+        if let Some(&b) = self.holder.get(&root) {
+            return Ok(b);
         }
-        self.part_slot
-            .iter()
-            .copied()
-            .find(|&s| self.slots[s].storage.plan().place(root).is_some())
+        self.placing(root)
+            .next()
             .ok_or_else(|| Error::Mismatch(format!("{} is not in this storage's graph", ctx.label(id))))
+    }
+
+    /// The backends whose bound stage places `root`.
+    fn placing(&self, root: TensorId) -> impl Iterator<Item = usize> + '_ {
+        self.current
+            .stages
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.as_ref().is_some_and(|s| s.plan.place(root).is_some()))
+            .map(|(b, _)| b)
     }
 }
 
@@ -225,22 +220,22 @@ impl<B: Backend> BackendStorage for SplitStorage<B> {
         Ok(())
     }
     fn reset_leaf(&mut self, ctx: &Context, id: TensorId) -> Result<()> {
-        let s =
+        let b =
             self.holder.get(&id).copied().ok_or_else(|| {
                 Error::Invalid(format!("{} is not a leaf this storage keeps a copy of", ctx.label(id)))
             })?;
         let bytes = ctx.leaf_bytes(id).ok_or_else(|| Error::NoData(ctx.label(id)))?;
-        self.slots[s].storage.set_bytes(ctx, id, bytes)
+        self.slot_mut(b)?.set_bytes(ctx, id, bytes)
     }
     /// Sets a written leaf's state where it is held, an input placed in the
-    /// buffers in every part that reads it.
+    /// buffers in every backend that reads it.
     fn set_bytes(&mut self, ctx: &Context, id: TensorId, bytes: &[u8]) -> Result<()> {
-        if let Some(&s) = self.holder.get(&id) {
-            return self.slots[s].storage.set_bytes(ctx, id, bytes);
+        if let Some(&b) = self.holder.get(&id) {
+            return self.slot_mut(b)?.set_bytes(ctx, id, bytes);
         }
         let mut set = false;
-        for &s in &self.part_slot {
-            let st = &mut self.slots[s].storage;
+        for b in self.placing(id).collect::<Vec<_>>() {
+            let st = self.slot_mut(b)?;
             if matches!(st.plan().place(id), Some(Place::Buffer { .. })) && !st.plan().is_external(id) {
                 st.set_bytes(ctx, id, bytes)?;
                 set = true;
@@ -253,9 +248,9 @@ impl<B: Backend> BackendStorage for SplitStorage<B> {
         }
     }
     fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
-        self.slots[self.slot_of(ctx, id)?].storage.read_f32(ctx, id)
+        self.slot(self.holder_of(ctx, id)?)?.read_f32(ctx, id)
     }
     fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
-        self.slots[self.slot_of(ctx, id)?].storage.read_bytes(ctx, id)
+        self.slot(self.holder_of(ctx, id)?)?.read_bytes(ctx, id)
     }
 }

@@ -54,9 +54,11 @@ fn a_split_chain_gives_the_single_backends_bits() {
     assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 0], "{st:?}");
     assert_eq!(st.read_f32(&ctx, z).unwrap(), one.read_f32(&ctx, z).unwrap());
     assert_eq!(st.read_f32(&ctx, g).unwrap(), one.read_f32(&ctx, g).unwrap());
-    // the in-place written h2 crosses to part 1, its scaled s back, and h to
-    // part 2 (a storage of its own); the weights stay plain leaves
-    assert_eq!(st.crossing_bytes(&ctx).unwrap(), 3 * (3 * 8 * 4), "{st:?}");
+    // h2 crosses to part 1 (written there in place: g is read from backend
+    // 1), s to part 2; h stays in backend 0's one buffer for parts 0 and 2,
+    // and the weights stay plain leaves
+    assert_eq!(st.crossing_bytes(), 2 * (3 * 8 * 4), "{st:?}");
+    assert_eq!(st.buffers().iter().map(|b| b.0).collect::<Vec<_>>(), [0, 1], "{st:?}");
     assert!(sb.describe().starts_with("split: cpu"));
 }
 
@@ -68,7 +70,8 @@ fn one_backend_is_one_part() {
     let sb = SplitBackend::new(vec![AnyBackend::cpu(2).unwrap()]).unwrap();
     let st = sb.run(&ctx, &graph).unwrap();
     assert_eq!(st.parts().len(), 1);
-    assert_eq!(st.crossing_bytes(&ctx).unwrap(), 0);
+    assert_eq!(st.crossing_bytes(), 0);
+    assert_eq!(st.buffers().len(), 1);
     let one = CpuBackend::new(2).unwrap().run(&ctx, &graph).unwrap();
     assert_eq!(st.read_f32(&ctx, z).unwrap(), one.read_f32(&ctx, z).unwrap());
     assert!(SplitBackend::<AnyBackend>::new(Vec::new()).is_err());
@@ -171,8 +174,74 @@ fn a_split_storage_refuses_another_graph_and_unknown_tensors() {
     let sb = split();
     let mut st = sb.run(&ctx, &g1).unwrap();
     assert!(matches!(sb.compute(&ctx, &g2, &mut st), Err(crate::Error::Mismatch(_))));
+    assert!(matches!(sb.compute_steps(&ctx, &g1, &mut st, 0..1), Err(crate::Error::Invalid(_))));
     let other = ctx.new_tensor_1d(DType::F32, 2).unwrap();
     assert!(st.read_f32(&ctx, other).is_err());
     assert!(st.set_bytes(&ctx, other, &[0; 8]).is_err());
     assert!(st.reset_leaf(&ctx, other).is_err());
+}
+
+#[test]
+fn a_graph_run_in_steps_gives_the_whole_runs_bits() {
+    let mut ctx = Context::new();
+    let (z, g) = chain(&mut ctx);
+    let graph = Graph::build(&ctx, &[z, g]).unwrap();
+    let cpu = CpuBackend::new(2).unwrap().with_poison(true);
+    let whole = cpu.run(&ctx, &graph).unwrap();
+    let plan = cpu.plan(&ctx, &graph).unwrap();
+    let mut st = cpu.alloc(&ctx, &graph, plan).unwrap();
+    let n = graph.nodes().len();
+    for steps in [0..2, 2..2, 2..n - 1, n - 1..n] {
+        cpu.compute_steps(&ctx, &graph, &mut st, steps).unwrap();
+    }
+    assert_eq!(st.read_f32(&ctx, z).unwrap(), whole.read_f32(&ctx, z).unwrap());
+    assert_eq!(st.read_f32(&ctx, g).unwrap(), whole.read_f32(&ctx, g).unwrap());
+    for bad in [0..n + 1, n + 1..n + 2] {
+        assert!(matches!(cpu.compute_steps(&ctx, &graph, &mut st, bad), Err(crate::Error::Invalid(_))));
+    }
+}
+
+#[test]
+fn parts_on_one_backend_share_its_buffer() {
+    // h crosses backends at every part boundary: 0 -> 1 -> 0 -> 1
+    let mut ctx = Context::new();
+    let x = weight(&mut ctx, "x", &[8, 2], 1);
+    let mut h = x;
+    for (i, home) in ["a", "b", "a", "b"].iter().enumerate() {
+        let w = weight(&mut ctx, &format!("{home}.w{i}"), &[8, 8], 10 + i as u32);
+        h = ctx.mul_mat(w, h).unwrap();
+        h = ctx.add(h, x).unwrap(); // x: a plain leaf on both
+    }
+    ctx.set_output(h).unwrap();
+    let graph = Graph::build(&ctx, &[h]).unwrap();
+    let one = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+    let sb = split();
+    let st = sb.run(&ctx, &graph).unwrap();
+    assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 0, 1], "{st:?}");
+    assert_eq!(st.buffers().len(), 2, "{st:?}");
+    assert_eq!(st.read_f32(&ctx, h).unwrap(), one.read_f32(&ctx, h).unwrap());
+    assert_eq!(st.crossing_bytes(), 3 * (8 * 2 * 4), "one row block per boundary");
+}
+
+#[test]
+fn a_root_written_in_place_elsewhere_comes_back_to_its_backend() {
+    let mut ctx = Context::new();
+    let x = weight(&mut ctx, "x", &[8, 3], 1);
+    let w0 = weight(&mut ctx, "a.w0", &[8, 8], 2);
+    let w1 = weight(&mut ctx, "b.w1", &[8], 3);
+    let w2 = weight(&mut ctx, "a.w2", &[8, 8], 4);
+    let h = ctx.mul_mat(w0, x).unwrap(); // backend 0 computes h
+    let _ = ctx.add_inplace(h, w1).unwrap(); // backend 1 writes it in place
+    let y = ctx.mul_mat(w2, h).unwrap(); // backend 0 reads the written h
+    ctx.set_output(y).unwrap();
+    let graph = Graph::build(&ctx, &[y]).unwrap();
+    let one = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+    let sb = split();
+    let mut st = sb.run(&ctx, &graph).unwrap();
+    assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 0], "{st:?}");
+    for _ in 0..2 {
+        assert_eq!(st.read_f32(&ctx, y).unwrap(), one.read_f32(&ctx, y).unwrap());
+        assert_eq!(st.crossing_bytes(), 2 * (8 * 3 * 4), "h there and back");
+        sb.compute(&ctx, &graph, &mut st).unwrap();
+    }
 }
