@@ -44,7 +44,7 @@
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
 //! | IQ4_XS | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
-//! | Q4_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
+//! | Q4_0, Q4_1, Q5_0, IQ4_NL | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
 //! | Q8_0 | AVX2 | 8 | 4, then 2/1 | 2 |
 //! | Q4_K, Q5_K | AVX2 | 8 | 4, then 2/1 | 3 |
 //! | Q6_K | AVX2 | 8 | 4, then 2/1 | 5 |
@@ -54,7 +54,8 @@
 //! and are never stored) and any number of activation rows. Packing a block
 //! of `mr` rows costs about as much as a few per-row dot products, so a tile
 //! only pays from [`TileKernel::min_rows`] activation rows (measured on an
-//! AVX-512 VNNI Xeon, 4096 × 4096 weights, against [`dot_fn`] at the same level).
+//! AVX-512 VNNI Xeon and an AVX2 EPYC, 4096 × 4096 weights, against [`dot_fn`]
+//! at the same level).
 //! The kernels with a repacked form take every row count, so that a product
 //! gives the same bits with and without repacked weights: at one activation
 //! row they match or beat the dot kernel (one thread, same minutes: AVX-512
@@ -118,7 +119,8 @@ impl std::fmt::Debug for TileKernel {
 
 /// The tile kernel for weights of type `w` at the best level this CPU has
 /// ([`SimdLevel::detect`]), or `None` when `w` has none there (Q4_0, Q4_K,
-/// Q5_K and Q6_K have one on every level, Q8_0 on the SIMD levels).
+/// Q5_K and Q6_K have one on every level, Q8_0, Q4_1, Q5_0 and IQ4_NL on the
+/// SIMD levels, IQ4_XS at AVX-512).
 pub fn tile_kernel(w: DType) -> Option<TileKernel> {
     tile_kernel_for(w, SimdLevel::detect())
 }
@@ -141,6 +143,12 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, 1, avx2::q4_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, 2, avx2::q8_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q4_1) => (avx2::MR, 1, avx2::q4_1),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::Q5_0) => (avx2::MR, 1, avx2::q5_0),
+        #[cfg(target_arch = "x86_64")]
+        (SimdLevel::Avx2, DType::IQ4_NL) => (avx2::MR, 1, avx2::iq4_nl),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_K) => (avx2::MR, 3, avx2::q4_k),
         #[cfg(target_arch = "x86_64")]

@@ -1,48 +1,165 @@
-//! The 32-value tiles: Q4_0 and Q8_0 weights, prepared Q8_0 activations.
+//! The 32-value tiles: Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL weights, prepared
+//! Q8_0 activations (Q8_1 for Q4_1).
 //!
-//! - Q4_0: the nibbles (`≤ 15`) times the broadcast activation quants; a pair
-//!   is at most `2·15·128`, so the 8 products of a block add up in i16 without
-//!   saturating, then `vpmaddwd` widens them once.
-//! - Q8_0: `|q_w|` times the activation quants with the weight's sign (the
-//!   dot kernels' `vpsignb` trick, with their `-128` caveat), widened per group.
+//! - Q4_0 and Q4_1: the nibbles (`≤ 15`) times the broadcast activation
+//!   quants; a pair is at most `2·15·128`, so the 8 products of a block add up
+//!   in i16 without saturating, then `vpmaddwd` widens them once. Q4_1's min
+//!   term `m_w · s_a` is summed apart and added at the end, as ggml does.
+//! - Q5_0: five bits (`≤ 31`), so only four products add up in i16 (`4·2·31·128`).
+//! - Q8_0 and IQ4_NL (its table values): `|q_w|` times the activation quants
+//!   with the weight's sign (the dot kernels' `vpsignb` trick, with their
+//!   `-128` caveat), widened per group.
 
 // index loops read best over the lanes and vectors of a block
 #![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 
+use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, scales, transpose32, transpose4, Rows, MR};
+use super::lanes::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
 /// Activation rows per register group.
 const NR: usize = 4;
 
-/// One packed block: 8 unsigned quant vectors, (Q8_0) 8 sign vectors, the scales (f32 bits).
-type Packed = [__m256i; 17];
+/// One packed block: 8 unsigned (or absolute) quant vectors, 8 signed ones
+/// ([`SIGNED`]), the scales and (Q4_1) the mins (f32 bits).
+type Packed = [__m256i; 18];
+/// Where the scales and the mins are in a [`Packed`].
+const SCALES: usize = 16;
+const MINS_AT: usize = 17;
 
-/// Block `b` of 8 Q4_0 rows: vector `t` lane `r` holds values `4t..4t + 4` of row `r`.
+/// How a kind's products are summed (the `MODE` of [`group`]).
+/// Nibbles, 8 products in i16, plus the prepared correction (Q4_0).
+const NIBBLES: u8 = 0;
+/// `|q_w| · ±q_a`, widened per vector (Q8_0, IQ4_NL).
+const SIGNED: u8 = 1;
+/// Five bits, 4 products in i16 twice, plus the correction (Q5_0).
+const FIVE: u8 = 2;
+/// Nibbles as [`NIBBLES`], no correction, plus `m_w · s_a` (Q4_1).
+const MINS: u8 = 3;
+
+/// The 16 quant bytes at `qs` of block `b` of the 8 rows, transposed by
+/// dwords: lane `4L + g` of vector `e` holds bytes `4e..4e + 4` of row `g + 4L`.
 ///
 /// # Safety
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn quant_bytes(rows: &Rows, b: usize, qs: usize) -> [__m256i; 4] {
+    let (p, off) = (&rows.ptr, b * rows.wb + qs);
     let mut z = [_mm256_setzero_si256(); 4];
     for g in 0..4 {
-        z[g] =
-            _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off + 2).cast()), _mm_loadu_si128(p[g].add(off + 2).cast()));
+        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
     }
-    let t = transpose4(z);
+    transpose4(z)
+}
+
+/// Vector `e` of a block's nibbles (`e < 4`: the low ones, values `4e..`;
+/// else the high ones, values `16 + 4(e - 4)..`) from [`quant_bytes`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(t: &[__m256i; 4], e: usize) -> __m256i {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut out = [_mm256_setzero_si256(); 17];
-    for e in 0..4 {
-        out[e] = _mm256_and_si256(t[e], m4);
-        out[e + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(t[e]), m4);
+    if e < 4 {
+        _mm256_and_si256(t[e], m4)
+    } else {
+        _mm256_and_si256(_mm256_srli_epi16::<4>(t[e - 4]), m4)
     }
-    out[16] = scales(p, off);
+}
+
+/// Block `b` of 8 rows of 4-bit quants at byte `qs` of each block, scales
+/// (f16) at byte 0: vector `t` lane `r` holds values `4t..4t + 4` of row `r`.
+///
+/// # Safety
+/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
+    let t = quant_bytes(rows, b, qs);
+    let mut out = [_mm256_setzero_si256(); 18];
+    for e in 0..8 {
+        out[e] = nibbles(&t, e);
+    }
+    out[SCALES] = scales(&rows.ptr, b * rows.wb);
+    out
+}
+
+/// Block `b` of 8 Q4_0 rows ([`nibble_block`]).
+///
+/// # Safety
+/// As for [`nibble_block`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
+    nibble_block(rows, b, 2)
+}
+
+/// Block `b` of 8 Q4_1 rows: the nibbles (unsigned already), the scales and the mins.
+///
+/// # Safety
+/// As for [`nibble_block`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_q4_1(rows: &Rows, b: usize) -> Packed {
+    let mut out = nibble_block(rows, b, 4);
+    out[MINS_AT] = scales(&rows.ptr, b * rows.wb + 2);
+    out
+}
+
+/// Block `b` of 8 Q5_0 rows: the low four bits as for Q4_0, and bit 4 of
+/// each quant from the rows' 32-bit `qh` (bit `j` for value `j`): for each
+/// vector, the byte of `qh` holding its four values' bits is spread over the
+/// four bytes of each lane and tested bit by bit.
+///
+/// # Safety
+/// As for [`nibble_block`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
+    let (p, off) = (&rows.ptr, b * rows.wb);
+    let t = quant_bytes(rows, b, 6);
+    let mut qh = [0u32; MR];
+    for r in 0..MR {
+        qh[r] = u32::from_le(p[r].add(off + 2).cast::<u32>().read_unaligned());
+    }
+    let qh = _mm256_loadu_si256(qh.as_ptr().cast());
+    let bit4 = _mm256_set1_epi8(0x10);
+    let mut out = [_mm256_setzero_si256(); 18];
+    for e in 0..8 {
+        // values v..v + 4: qh bits v..v + 4, in byte v / 8 from bit v % 8
+        let v = if e < 4 { 4 * e } else { 16 + 4 * (e - 4) };
+        let sel = |q: i32| (4 * q + (v / 8) as i32) * 0x0101_0101;
+        let ctrl = _mm_setr_epi32(sel(0), sel(1), sel(2), sel(3));
+        let spread = _mm256_shuffle_epi8(qh, _mm256_set_m128i(ctrl, ctrl));
+        let bits = _mm256_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (v % 8))));
+        let high = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+        out[e] = _mm256_or_si256(nibbles(&t, e), _mm256_and_si256(high, bit4));
+    }
+    out[SCALES] = scales(p, off);
+    out
+}
+
+/// Block `b` of 8 IQ4_NL rows: the nibbles looked up in the IQ4_NL table
+/// (one `vpshufb`), as `|q|` (0..8) and `q` (8..16), as for Q8_0.
+///
+/// # Safety
+/// As for [`nibble_block`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
+    let t = quant_bytes(rows, b, 2);
+    let table = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
+    let table = _mm256_set_m128i(table, table);
+    let mut out = [_mm256_setzero_si256(); 18];
+    for e in 0..8 {
+        let q = _mm256_shuffle_epi8(table, nibbles(&t, e));
+        out[e] = _mm256_sign_epi8(q, q);
+        out[8 + e] = q;
+    }
+    out[SCALES] = scales(&rows.ptr, b * rows.wb);
     out
 }
 
@@ -55,34 +172,38 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
 unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
     let (p, off) = (&rows.ptr, b * rows.wb);
     let t = transpose32(p, off + 2);
-    let mut out = [_mm256_setzero_si256(); 17];
+    let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
         out[e] = _mm256_sign_epi8(t[e], t[e]);
         out[8 + e] = t[e];
     }
-    out[16] = scales(p, off);
+    out[SCALES] = scales(p, off);
     out
 }
 
-/// Q4_0 weight rows (18-byte blocks).
-struct Q4_0Rows(Rows);
-/// Q8_0 weight rows (34-byte blocks).
-struct Q8_0Rows(Rows);
+/// The weight types of these tiles, as the `T` of [`Weights`].
+const Q4_0: u8 = 0;
+const Q4_1: u8 = 1;
+const Q5_0: u8 = 2;
+const Q8_0: u8 = 3;
+const IQ4_NL: u8 = 4;
+
+/// Weight rows of type `T` (one of the constants above), packed a block at a time.
+struct Weights<const T: u8>(Rows);
 /// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the
 /// four transposed quant vectors as bytes, then the 8 scales as f16.
 struct Q4_0Packed(*const u8);
 
-impl Blocks<Packed> for Q4_0Rows {
+impl<const T: u8> Blocks<Packed> for Weights<T> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
-        pack_q4_0(&self.0, b)
-    }
-}
-
-impl Blocks<Packed> for Q8_0Rows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        pack_q8_0(&self.0, b)
+        match T {
+            Q4_0 => pack_q4_0(&self.0, b),
+            Q4_1 => pack_q4_1(&self.0, b),
+            Q5_0 => pack_q5_0(&self.0, b),
+            Q8_0 => pack_q8_0(&self.0, b),
+            _ => pack_iq4_nl(&self.0, b),
+        }
     }
 }
 
@@ -105,83 +226,97 @@ impl Blocks<Packed> for Q4_0Packed {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn unpack_q4_0(p: *const u8) -> Packed {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut out = [_mm256_setzero_si256(); 17];
+    let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..4 {
         let t = _mm256_loadu_si256(p.add(32 * e).cast());
         out[e] = _mm256_and_si256(t, m4);
         out[e + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(t), m4);
     }
-    out[16] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.add(128).cast())));
+    out[SCALES] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.add(128).cast())));
     out
 }
 
 /// Adds the packed blocks `pk` times the same blocks of `N` activation rows
 /// (`a[j]` points at the first of them) to the 8-lane accumulators at `o[j]`
-/// (starting from 0 when `first`); only the first `m` lanes are read or written.
+/// (starting from 0 when `first`); only the first `m` lanes are read or
+/// written. `MODE` says how the products are summed ([`NIBBLES`], [`SIGNED`],
+/// [`FIVE`], [`MINS`]).
 ///
 /// # Safety
 /// `a[j]` must point at `pk.len()` prepared blocks; `m` values at `o[j]` must be
 /// writable (and readable unless `first`); the CPU must have AVX2+FMA.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn group<const Q8: bool, const N: usize>(
+unsafe fn group<const MODE: u8, const N: usize>(
     pk: &[Packed],
     a: [*const u8; N],
     o: [*mut f32; N],
     m: usize,
     first: bool,
 ) {
-    let mut acc = [_mm256_setzero_ps(); N];
-    if !first {
-        for j in 0..N {
-            let mut v = [0f32; MR];
-            std::ptr::copy_nonoverlapping(o[j], v.as_mut_ptr(), m);
-            acc[j] = _mm256_loadu_ps(v.as_ptr());
-        }
-    }
+    let mut acc = load_acc(o, m, first);
+    let mut mins = [_mm256_setzero_ps(); N];
     let ones = _mm256_set1_epi16(1);
     for (bi, w) in pk.iter().enumerate() {
-        let dw = _mm256_castsi256_ps(w[16]);
+        let dw = _mm256_castsi256_ps(w[SCALES]);
         for j in 0..N {
             let p = a[j].add(bi * PB);
-            let s = if Q8 {
-                let mut s = _mm256_setzero_si256();
-                for t in 0..8 {
-                    let y = _mm256_sign_epi8(bcast(p.add(4 * t)), w[8 + t]);
-                    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[t], y), ones));
+            let prod = |t: usize| _mm256_maddubs_epi16(w[t], bcast(p.add(4 * t)));
+            let s = match MODE {
+                SIGNED => {
+                    let mut s = _mm256_setzero_si256();
+                    for t in 0..8 {
+                        let y = _mm256_sign_epi8(bcast(p.add(4 * t)), w[8 + t]);
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[t], y), ones));
+                    }
+                    s
                 }
-                s
-            } else {
-                let mut s16 = _mm256_maddubs_epi16(w[0], bcast(p));
-                for t in 1..8 {
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[t], bcast(p.add(4 * t))));
+                FIVE => {
+                    let lo = _mm256_add_epi16(_mm256_add_epi16(prod(0), prod(1)), _mm256_add_epi16(prod(2), prod(3)));
+                    let hi = _mm256_add_epi16(_mm256_add_epi16(prod(4), prod(5)), _mm256_add_epi16(prod(6), prod(7)));
+                    let s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+                    // plus the correction -16 · Σ q_a for the unsigned quants
+                    _mm256_add_epi32(s, bcast(p.add(36)))
                 }
-                // plus the correction -8 · Σ q_a for the unsigned nibbles
-                _mm256_add_epi32(_mm256_madd_epi16(s16, ones), bcast(p.add(36)))
+                _ => {
+                    let mut s16 = prod(0);
+                    for t in 1..8 {
+                        s16 = _mm256_add_epi16(s16, prod(t));
+                    }
+                    let s = _mm256_madd_epi16(s16, ones);
+                    // Q4_0: plus the correction -8 · Σ q_a for the unsigned nibbles
+                    if MODE == NIBBLES {
+                        _mm256_add_epi32(s, bcast(p.add(36)))
+                    } else {
+                        s
+                    }
+                }
             };
-            let d = _mm256_mul_ps(dw, _mm256_set1_ps(p.add(32).cast::<f32>().read_unaligned()));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[j]);
+            let da = _mm256_set1_ps(p.add(32).cast::<f32>().read_unaligned());
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), acc[j]);
+            if MODE == MINS {
+                // Q4_1: Σ (d_w q_w + m_w) d_a q_a = d_w d_a Σ q_w q_a + m_w s_a, s_a (f32) at 36
+                let sa = _mm256_set1_ps(p.add(36).cast::<f32>().read_unaligned());
+                mins[j] = _mm256_fmadd_ps(_mm256_castsi256_ps(w[MINS_AT]), sa, mins[j]);
+            }
         }
     }
-    for j in 0..N {
-        if m == MR {
-            _mm256_storeu_ps(o[j], acc[j]);
-        } else {
-            let mut v = [0f32; MR];
-            _mm256_storeu_ps(v.as_mut_ptr(), acc[j]);
-            std::ptr::copy_nonoverlapping(v.as_ptr(), o[j], m);
+    if MODE == MINS {
+        for j in 0..N {
+            acc[j] = _mm256_add_ps(acc[j], mins[j]);
         }
     }
+    store_acc(o, m, acc);
 }
 
-/// The tile loop over the blocks of `w` (`rows` weight rows); `Q8` picks the products.
+/// The tile loop over the blocks of `w` (`rows` weight rows); `MODE` picks the products.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawTile`, at this level, with `w` giving
 /// `nb` blocks of `rows` weight rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<const Q8: bool>(
+unsafe fn tile<const MODE: u8>(
     nb: usize,
     w: &impl Blocks<Packed>,
     rows: usize,
@@ -213,7 +348,7 @@ unsafe fn tile<const Q8: bool>(
                         ap[jj] = a[j + jj].as_ptr().add(b0 * PB);
                         op[jj] = o.add((j + jj) * stride);
                     }
-                    group::<Q8, $n>(pk, ap, op, m, b0 == 0);
+                    group::<MODE, $n>(pk, ap, op, m, b0 == 0);
                     j += $n;
                 }};
             }
@@ -232,7 +367,23 @@ unsafe fn tile<const Q8: bool>(
 /// # Safety
 /// The contract of `super::super::common::RawTile`, at this level.
 pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<false>(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
+    tile::<NIBBLES>(nb, &Weights::<Q4_0>(Rows::new(w, 18)), w.len(), a, out, stride)
+}
+
+/// Q4_1 weights (Q8_1 activations).
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q4_1(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile::<MINS>(nb, &Weights::<Q4_1>(Rows::new(w, 20)), w.len(), a, out, stride)
+}
+
+/// Q5_0 weights.
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn q5_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile::<FIVE>(nb, &Weights::<Q5_0>(Rows::new(w, 22)), w.len(), a, out, stride)
 }
 
 /// Q8_0 weights.
@@ -240,7 +391,15 @@ pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], 
 /// # Safety
 /// The contract of `super::super::common::RawTile`, at this level.
 pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<true>(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
+    tile::<SIGNED>(nb, &Weights::<Q8_0>(Rows::new(w, 34)), w.len(), a, out, stride)
+}
+
+/// IQ4_NL weights.
+///
+/// # Safety
+/// The contract of `super::super::common::RawTile`, at this level.
+pub(crate) unsafe fn iq4_nl(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+    tile::<SIGNED>(nb, &Weights::<IQ4_NL>(Rows::new(w, 18)), w.len(), a, out, stride)
 }
 
 /// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
@@ -248,5 +407,5 @@ pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], 
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 pub(crate) unsafe fn q4_0_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<false>(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
+    tile::<NIBBLES>(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
 }

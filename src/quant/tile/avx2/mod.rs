@@ -2,7 +2,7 @@
 //! chunk of blocks as in the AVX-512 tiles, with `vpmaddubsw` for the byte
 //! products (unsigned weight quants times signed activation quants, pairs
 //! summed in i16) and `vpmaddwd` to widen them. [`legacy`] holds the 32-value
-//! types (Q4_0, Q8_0), [`k`] the k-quants with Q8_K activations (Q4_K, Q5_K,
+//! types (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL), [`k`] the k-quants with Q8_K activations (Q4_K, Q5_K,
 //! Q6_K); [`lanes`] their shared loads and transposes.
 
 // index loops read best over the lanes and vectors of a block
@@ -14,4 +14,4 @@ mod legacy;
 
 pub(super) use k::{q4_k, q5_k, q6_k};
 pub(super) use lanes::MR;
-pub(super) use legacy::{q4_0, q4_0_packed, q8_0};
+pub(super) use legacy::{iq4_nl, q4_0, q4_0_packed, q4_1, q5_0, q8_0};
