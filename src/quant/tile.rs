@@ -44,8 +44,8 @@
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
 //! | IQ4_XS | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
-//! | Q4_0, Q4_1, Q5_0, IQ4_NL | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
-//! | Q8_0 | AVX2 | 8 | 4, then 2/1 | 2 |
+//! | Q4_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
+//! | Q8_0, Q4_1, Q5_0, IQ4_NL | AVX2 | 8 | 4, then 2/1 | 2 |
 //! | Q4_K, Q5_K | AVX2 | 8 | 4, then 2/1 | 3 |
 //! | Q6_K | AVX2 | 8 | 4, then 2/1 | 5 |
 //! | Q4_0; Q4_K, Q5_K, Q6_K | scalar | 4 | 1 | 1; 2 |
@@ -132,7 +132,9 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         return None;
     }
     // (weight rows per call, fewest activation rows worth a call, kernel); the
-    // thresholds are measured against `dot_fn` on AVX-512 hardware (4096 × 4096).
+    // thresholds are measured against `dot_fn` on AVX-512 hardware (4096 × 4096);
+    // AVX2's Q4_1/Q5_0/IQ4_NL tiles win at one row only on weights in cache: a
+    // model's decode, streaming them from memory, runs faster on the dot kernels.
     // Q8_0 has no scalar tile: its scalar dot kernel (no unpacking to share) is as fast
     let (mr, min_rows, raw): (usize, usize, RawTile) = match (level, w) {
         (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, 1, scalar::q4_0),
@@ -144,11 +146,11 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, 2, avx2::q8_0),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::Q4_1) => (avx2::MR, 1, avx2::q4_1),
+        (SimdLevel::Avx2, DType::Q4_1) => (avx2::MR, 2, avx2::q4_1),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::Q5_0) => (avx2::MR, 1, avx2::q5_0),
+        (SimdLevel::Avx2, DType::Q5_0) => (avx2::MR, 2, avx2::q5_0),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::IQ4_NL) => (avx2::MR, 1, avx2::iq4_nl),
+        (SimdLevel::Avx2, DType::IQ4_NL) => (avx2::MR, 2, avx2::iq4_nl),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q4_K) => (avx2::MR, 3, avx2::q4_k),
         #[cfg(target_arch = "x86_64")]

@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
+use super::lanes::{bcast, load_acc, scales, store_acc, transpose16, transpose32, Rows, MR};
 
 /// Bytes of a Q8_K block.
 const QB: usize = 292;
@@ -53,21 +53,6 @@ fn dword_shuffle(from: [Option<usize>; 4]) -> __m256i {
     }
     // SAFETY: `idx` is 16 readable bytes
     _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(idx.as_ptr().cast()) })
-}
-
-/// The 16 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane `r`
-/// of vector `e` holds bytes `4e..4e + 4` of row `r`.
-///
-/// # Safety
-/// `p[r] + off .. + 16` must be readable for every row; the CPU must have AVX2.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn transpose16(p: &[*const u8; MR], off: usize) -> [__m256i; 4] {
-    let mut z = [_mm256_setzero_si256(); 4];
-    for g in 0..4 {
-        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
-    }
-    transpose4(z)
 }
 
 /// Super-block `b` of 8 Q4_K rows, or Q5_K rows when `FIVE` (whose nibbles

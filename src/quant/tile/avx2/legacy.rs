@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, load_acc, scales, store_acc, transpose32, transpose4, Rows, MR};
+use super::lanes::{bcast, load_acc, scales, store_acc, transpose16, transpose32, Rows, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
@@ -42,19 +42,14 @@ const FIVE: u8 = 2;
 const MINS: u8 = 3;
 
 /// The 16 quant bytes at `qs` of block `b` of the 8 rows, transposed by
-/// dwords: lane `4L + g` of vector `e` holds bytes `4e..4e + 4` of row `g + 4L`.
+/// dwords ([`transpose16`]).
 ///
 /// # Safety
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quant_bytes(rows: &Rows, b: usize, qs: usize) -> [__m256i; 4] {
-    let (p, off) = (&rows.ptr, b * rows.wb + qs);
-    let mut z = [_mm256_setzero_si256(); 4];
-    for g in 0..4 {
-        z[g] = _mm256_set_m128i(_mm_loadu_si128(p[g + 4].add(off).cast()), _mm_loadu_si128(p[g].add(off).cast()));
-    }
-    transpose4(z)
+    transpose16(&rows.ptr, b * rows.wb + qs)
 }
 
 /// Vector `e` of a block's nibbles (`e < 4`: the low ones, values `4e..`;
