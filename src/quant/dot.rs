@@ -200,3 +200,19 @@ pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
         Some(SimdLevel::Scalar)
     }
 }
+
+/// Asks for the cache lines of the `len` bytes at `p` (a hint: a weight
+/// stream's next rows, ahead of their dots). A prefetch never faults, so `p`
+/// may point anywhere (form it with `wrapping_add`).
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in 0..len.div_ceil(64) {
+        // SAFETY: a prefetch is a hint; it reads nothing and never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(64 * line).cast())
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}

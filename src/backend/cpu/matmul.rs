@@ -20,6 +20,8 @@ use crate::quant::{dot, tile};
 const A_BLOCK: usize = 16;
 /// Activation rows per inner chunk.
 const B_CHUNK: usize = 32;
+/// How many weight rows ahead one activation row's dots prefetch.
+const ROW_PREFETCH_AHEAD: usize = 2;
 
 /// Activation rows from which F32 weights go through the blocked GEMM (below
 /// it the dot kernels win: W4 at N=16 ran at 50 GFLOP/s by dots, 35 by GEMM).
@@ -133,6 +135,9 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                     // SAFETY: row (i0, i2/r2, i3/r3) of `a` is `arow` packed bytes
                     // inside its tensor (packed_rows), which outlives this call.
                     let wrow = unsafe { std::slice::from_raw_parts(a.ptr().add(at), arow) };
+                    if n1 == 1 {
+                        dot::prefetch(a.ptr().wrapping_add(at + ROW_PREFETCH_AHEAD * a.l.nb[1]), arow);
+                    }
                     for i1 in chunk..(chunk + B_CHUNK).min(n1) {
                         let r = (i3 * ne[2] as usize + i2) * n1 + i1;
                         let v = dot(k, wrow, &bq[r * brow..(r + 1) * brow]);
