@@ -61,6 +61,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
     use crate::dtype::DType;
     let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
+    let wide_blocks = dot::f32_block::wide();
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
@@ -113,15 +114,22 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                     unsafe { dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
                 };
                 let blocks = BlockRun { k, wt, rows: rows.clone(), n1 };
-                // one pass over the weight rows for up to 8 activation rows: shapes of at
-                // most 24 accumulators (the values do not depend on the shape)
-                let run = match n1 {
-                    2 => blocks.run::<8, 2>(wrow, act, put),
-                    3 => blocks.run::<7, 3>(wrow, act, put),
-                    4 => blocks.run::<6, 4>(wrow, act, put),
-                    5 => blocks.run::<4, 5>(wrow, act, put),
-                    7 | 8 => blocks.run::<3, 8>(wrow, act, put),
-                    _ => blocks.run::<4, 6>(wrow, act, put),
+                // one pass over the weight rows for up to 8 activation rows (AVX-512; 6
+                // on AVX2): shapes of at most 24 (12) accumulators, the values not
+                // depending on the shape
+                let run = match (wide_blocks, n1) {
+                    (true, 2) => blocks.run::<8, 2>(wrow, act, put),
+                    (true, 3) => blocks.run::<7, 3>(wrow, act, put),
+                    (true, 4) => blocks.run::<6, 4>(wrow, act, put),
+                    (true, 5) => blocks.run::<4, 5>(wrow, act, put),
+                    (true, 7 | 8) => blocks.run::<3, 8>(wrow, act, put),
+                    (true, _) => blocks.run::<4, 6>(wrow, act, put),
+                    // AVX2: at most 12 accumulators of its 16 registers
+                    (false, 2) => blocks.run::<4, 2>(wrow, act, put),
+                    (false, 3) => blocks.run::<3, 3>(wrow, act, put),
+                    (false, 5) => blocks.run::<2, 5>(wrow, act, put),
+                    (false, 6) => blocks.run::<2, 6>(wrow, act, put),
+                    (false, _) => blocks.run::<3, 4>(wrow, act, put),
                 };
                 if run.is_err() {
                     failed.keep(run);
@@ -190,7 +198,7 @@ impl BlockRun {
                         _ => dot_block::<R, C, F32>(self.k, w, x),
                     }
                 };
-                let out = out.ok_or_else(|| crate::error::Error::internal("F32 blocks without AVX-512"))?;
+                let out = out.ok_or_else(|| crate::error::Error::internal("F32 blocks without AVX-512 or AVX2"))?;
                 for (i1, vals) in (c0..(c0 + C).min(n1)).zip(out) {
                     for (i0, v) in (r0..(r0 + R).min(rows.end)).zip(vals) {
                         put(i0, i1, v);

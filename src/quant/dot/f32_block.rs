@@ -1,19 +1,37 @@
 //! F32, F16 and BF16 `mul_mat` for a few activation rows: an `R` × `C` block of dot
 //! products per call (`R` weight rows against `C` activation rows, `R·C` AVX-512
-//! accumulators; 4 × 6 fills 29 of the 32 registers), so each loaded vector
+//! accumulators, 4 × 6 filling 29 of the 32 registers; or AVX2 ones, at most 12
+//! of its 16), so each loaded vector
 //! feeds several multiply-adds where a single dot feeds one. F16 and BF16 rows
 //! (weights and their activations of the same type, ggml's dot partner) are
 //! widened as they load; the products are exact in f32, as in their dot kernels.
 //! Below the GEMM's row count this is the F32 path, and the F16 and BF16 path
 //! from two activation rows.
 
-/// Whether [`dot_block`] runs on this CPU (AVX-512 F, BW and VL).
+/// Whether [`dot_block`] runs on this CPU (AVX-512 F, BW and VL, or AVX2 with FMA and F16C).
 pub(crate) fn supported() -> bool {
+    wide() || narrow()
+}
+
+/// Whether the AVX-512 form runs (32 registers: larger blocks pay).
+pub(crate) fn wide() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether the AVX2 form runs (16 registers).
+fn narrow() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -28,7 +46,8 @@ pub(crate) const BF16: u8 = 2;
 
 /// `out[c][r] = Σ_i w[r][i]·a[c][i]` over `k` values, for the `R` weight rows
 /// `w` and `C` activation rows `a` (repeat a pointer to compute fewer), all of
-/// type `T` ([`F32`], [`F16`] or [`BF16`]); `None` when the CPU has no AVX-512.
+/// type `T` ([`F32`], [`F16`] or [`BF16`]); `None` when the CPU has neither
+/// AVX-512 nor AVX2 (see [`supported`]).
 ///
 /// # Safety
 /// Each pointer addresses `k` readable values of the type (any alignment).
@@ -38,10 +57,15 @@ pub(crate) unsafe fn dot_block<const R: usize, const C: usize, const T: u8>(
     a: [*const u8; C],
 ) -> Option<[[f32; R]; C]> {
     #[cfg(target_arch = "x86_64")]
-    if supported() {
+    if wide() {
         // SAFETY: the features are present (F: the 512-bit F16 conversion; BW, VL:
         // the masked 16-bit load); the pointers as the caller promises.
         return Some(unsafe { avx512::<R, C, T>(k, w, a) });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if narrow() {
+        // SAFETY: AVX2, FMA and F16C are present; the pointers as the caller promises.
+        return Some(unsafe { avx2::<R, C, T>(k, w, a) });
     }
     let _ = (k, w, a);
     None
@@ -86,6 +110,60 @@ unsafe fn avx512<const R: usize, const C: usize, const T: u8>(
     acc.map(|row| row.map(|v| _mm512_reduce_add_ps(v)))
 }
 
+/// [`avx512`] in 8 lanes; the last partial vector is loaded from a zeroed copy.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn avx2<const R: usize, const C: usize, const T: u8>(
+    k: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+) -> [[f32; R]; C] {
+    use std::arch::x86_64::*;
+    let size = if T == F32 { 4 } else { 2 };
+    // SAFETY (of each load): 8 values at p are readable (a row's, or the tail copy's).
+    let load = |p: *const u8| unsafe {
+        match T {
+            F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+            // a bf16 is the high half of its f32
+            BF16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())))),
+            _ => _mm256_loadu_ps(p.cast()),
+        }
+    };
+    let step = |wp: [*const u8; R], ap: [*const u8; C], acc: &mut [[__m256; R]; C]| {
+        let wv = wp.map(load);
+        for (c, &p) in ap.iter().enumerate() {
+            let av = load(p);
+            for (r, wv) in wv.iter().enumerate() {
+                acc[c][r] = _mm256_fmadd_ps(*wv, av, acc[c][r]);
+            }
+        }
+    };
+    let mut acc = [[_mm256_setzero_ps(); R]; C];
+    let full = k / 8 * 8;
+    for i in (0..full).step_by(8) {
+        step(w.map(|p| p.add(i * size)), a.map(|p| p.add(i * size)), &mut acc);
+    }
+    if full < k {
+        let n = (k - full) * size;
+        let tail = |p: *const u8| {
+            let mut t = [0u8; 32];
+            // SAFETY: the row's last k - full values are readable; `t` holds 32 bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p.add(full * size), t.as_mut_ptr(), n) };
+            t
+        };
+        let (wt, at) = (w.map(tail), a.map(tail));
+        step(std::array::from_fn(|r| wt[r].as_ptr()), std::array::from_fn(|c| at[c].as_ptr()), &mut acc);
+    }
+    // lanes summed in one fixed order
+    acc.map(|row| {
+        row.map(|v| {
+            let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps::<1>(h, h)))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     /// Every block shape against f64 sums, F32 and F16, at lengths that end mid-vector.
@@ -106,7 +184,7 @@ mod tests {
                 )
             };
             let (Some(got32), Some(got16)) = (got32, got16) else {
-                return; // no AVX-512 here: nothing to check
+                return; // neither AVX-512 nor AVX2 here: nothing to check
             };
             let want = |r: usize, c: usize, f16: bool| -> f64 {
                 let v = |row: usize, i: usize| {
