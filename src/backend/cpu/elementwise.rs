@@ -7,6 +7,7 @@
 //! written, by one thread.
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
+use super::vexp;
 use crate::error::Result;
 use crate::op::{BinaryOp, GluOp, UnaryOp};
 
@@ -33,7 +34,8 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: StridedMut, a: Strided) -> Resu
     match op {
         UnaryOp::Relu => map_with(ex, dst, a, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Gelu => map_with(ex, dst, a, gelu),
-        UnaryOp::Silu => map_with(ex, dst, a, silu),
+        UnaryOp::Silu if vexp::vector() => map_with(ex, dst, a, vexp::silu),
+        UnaryOp::Silu => map_with(ex, dst, a, vexp::silu_libm),
         UnaryOp::Neg => map_with(ex, dst, a, |x| -x),
         UnaryOp::Sqr => map_with(ex, dst, a, |x| x * x),
         UnaryOp::Sqrt => map_with(ex, dst, a, f32::sqrt),
@@ -45,15 +47,11 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: StridedMut, a: Strided) -> Resu
 /// functions of [`unary`], so a fused `swiglu` is bit for bit `silu` then `mul`.
 pub(crate) fn glu(ex: &Exec, op: GluOp, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     match op {
-        GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| silu(x) * g),
+        GluOp::Swiglu if vexp::vector() => binary_with(ex, dst, a, b, |x, g| vexp::silu(x) * g),
+        GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| vexp::silu_libm(x) * g),
         // ggml's geglu gives exactly 0 below -10, whatever the gate
         GluOp::Geglu => binary_with(ex, dst, a, b, |x, g| if x <= -10.0 { 0.0 } else { gelu(x) * g }),
     }
-}
-
-/// `x * sigmoid(x)`.
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
 }
 
 /// GELU, tanh approximation, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, as ggml's CPU
@@ -175,10 +173,12 @@ impl Wide {
     fn detect() -> Wide {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            // with FMA, so that `mul_add` (SiLU's exp) is one instruction there
+            let fma = std::arch::is_x86_feature_detected!("fma");
+            if fma && std::arch::is_x86_feature_detected!("avx512f") {
                 return Wide::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if fma && std::arch::is_x86_feature_detected!("avx2") {
                 return Wide::Avx2;
             }
         }
@@ -207,8 +207,8 @@ macro_rules! wide_forms {
         }
     };
 }
-wide_forms!("avx512f", zip_avx512, map_avx512);
-wide_forms!("avx2", zip_avx2, map_avx2);
+wide_forms!("avx512f,fma", zip_avx512, map_avx512);
+wide_forms!("avx2,fma", zip_avx2, map_avx2);
 
 /// [`zip_f32`] at the baseline's width.
 ///

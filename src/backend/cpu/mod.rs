@@ -21,6 +21,7 @@ mod rows;
 mod shape;
 mod softmax;
 mod storage;
+mod vexp;
 
 pub use backend::{CpuBackend, CpuRules};
 pub use storage::CpuStorage;
