@@ -5,7 +5,7 @@
 //! the fastest kernel this CPU has (`quant::dot`). Work is split over blocks of
 //! weight rows; within a block, activation rows go in chunks so the weight
 //! rows stay in L1 and the chunk in L2. Weight types with a register-tiled
-//! kernel (`quant::tile`: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) instead get their converted rows
+//! kernel at this CPU's level (`quant::tile`) instead get their converted rows
 //! prepared once more, and each call computes a block's weight rows against
 //! every activation row of the batch.
 
