@@ -6,6 +6,7 @@
 //! count of index claims. A backend implements [`Kernels`], one method per op
 //! family, and nothing of the loop.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -20,7 +21,7 @@ use crate::tensor::{Tensor, TensorId};
 
 /// Where one storage root's bytes are during a compute: a backend address
 /// (`B`), their length, and whether the compute may write them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Region<B> {
     pub base: B,
     pub len: usize,
@@ -32,19 +33,38 @@ pub(crate) struct Region<B> {
 #[derive(Debug)]
 pub(crate) struct Regions<B> {
     slots: Vec<Option<(TensorId, Region<B>)>>,
+    /// Distinct for every table of the process and every change to one:
+    /// what [`Bindings`] made from it are valid for.
+    revision: u64,
 }
 
-impl<B> Regions<B> {
+/// The next [`Regions::revision`].
+fn next_revision() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl<B: Copy + PartialEq> Regions<B> {
     fn new() -> Self {
-        Regions { slots: Vec::new() }
+        Regions { slots: Vec::new(), revision: next_revision() }
     }
-    /// Sets root `id`'s region.
+    /// Sets root `id`'s region (a new revision if that changes it).
     pub fn insert(&mut self, id: TensorId, r: Region<B>) {
         let i = id.index();
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
         }
-        self.slots[i] = Some((id, r));
+        if self.slots[i] != Some((id, r)) {
+            self.slots[i] = Some((id, r));
+            self.revision = next_revision();
+        }
+    }
+}
+
+impl<B> Regions<B> {
+    /// This table's revision: a new one for every table and every change.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
     /// The region of root `id`.
     pub fn get(&self, id: &TensorId) -> Option<&Region<B>> {
@@ -160,9 +180,45 @@ pub(crate) fn check_steps(graph: &Graph, steps: &std::ops::Range<usize>) -> Resu
     Ok(())
 }
 
-/// Runs the graph's nodes at `run.steps`, in order, on `k`.
+/// Runs the graph's nodes at `run.steps`, in order, on `k`, binding every
+/// operand to its region as its node runs.
 pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
     check_steps(run.graph, &run.steps)?;
+    run_with(k, run, |id, t| fresh_dst::<K>(run, id, t), |id| fresh_src::<K>(run, id))
+}
+
+/// [`run`] with the operands bound once, in `b`, and reused by later
+/// computes while `run.regions` stays the same.
+pub(crate) fn run_bound<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, b: &mut Bindings<K::Src, K::Dst>) -> Result<()>
+where
+    K::Dst: Copy,
+{
+    check_steps(run.graph, &run.steps)?;
+    b.bind::<K>(run)?;
+    let b = &*b;
+    run_with(
+        k,
+        run,
+        |id, t| match b.dst(id) {
+            Some(&d) => Ok(d),
+            None => fresh_dst::<K>(run, id, t),
+        },
+        |id| match b.src(id) {
+            Some(&s) => Ok(s),
+            None => fresh_src::<K>(run, id),
+        },
+    )
+}
+
+/// The loop of [`run`]: each compute node's destination from `dst`, its
+/// sources from `src`.
+#[inline(always)]
+fn run_with<K: Kernels>(
+    k: &mut K,
+    run: &Run<'_, K::Base>,
+    dst: impl Fn(TensorId, &Tensor) -> Result<K::Dst>,
+    src: impl Fn(TensorId) -> Result<K::Src>,
+) -> Result<()> {
     let mut profile = run.profile.map(|_| Profile::default());
     for (step, &id) in run.graph.nodes().iter().enumerate().take(run.steps.end).skip(run.steps.start) {
         let t = run.ctx.tensor(id)?;
@@ -170,8 +226,7 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
         let op = &t.op;
         if op.is_compute() {
             let start = profile.as_ref().map(|_| Instant::now());
-            let dst = bind(run, id, t, true).and_then(|(r, offs, l)| K::dst(r, offs, l))?;
-            node(k, run, op, dst)?;
+            node(k, op, dst(id, t)?, &src)?;
             k.node_done()?;
             if let (Some(p), Some(start)) = (profile.as_mut(), start) {
                 let weight = op.weight().and_then(|w| run.ctx.tensor(w).ok()).map(|w| w.layout().dtype);
@@ -190,9 +245,116 @@ pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
     Ok(())
 }
 
+/// Node `id` (header `t`) bound as a destination.
+#[inline(always)]
+fn fresh_dst<K: Kernels>(run: &Run<'_, K::Base>, id: TensorId, t: &Tensor) -> Result<K::Dst> {
+    bind(run, id, t, true).and_then(|(r, offs, l)| K::dst(r, offs, l))
+}
+
+/// Tensor `id` bound as a source.
+#[inline(always)]
+fn fresh_src<K: Kernels>(run: &Run<'_, K::Base>, id: TensorId) -> Result<K::Src> {
+    bind(run, id, run.ctx.tensor(id)?, false).and_then(|(r, offs, l)| K::src(r, offs, l))
+}
+
+/// The operands of the nodes run so far, bound to their regions
+/// ([`Kernels::src`], [`Kernels::dst`]) once for every compute while the
+/// regions table stays the same: a node's region, offset and layout depend on
+/// nothing else (its plan and graph are fixed for the table's life). Tables by
+/// arena index; an operand that did not bind is bound again as its node runs,
+/// so errors come where [`run`] gives them.
+#[derive(Debug)]
+pub(crate) struct Bindings<S, D> {
+    /// The [`Regions::revision`] these were bound against.
+    revision: u64,
+    /// By arena index: the position of a tensor's source binding in `srcs`.
+    src_at: Vec<u32>,
+    srcs: Vec<S>,
+    /// By arena index: the position of a node's destination binding in `dsts`.
+    dst_at: Vec<u32>,
+    dsts: Vec<D>,
+    /// By step: whether that node's operands were bound.
+    bound: Vec<bool>,
+}
+
+impl<S, D> Default for Bindings<S, D> {
+    fn default() -> Self {
+        Bindings {
+            revision: 0,
+            src_at: Vec::new(),
+            srcs: Vec::new(),
+            dst_at: Vec::new(),
+            dsts: Vec::new(),
+            bound: Vec::new(),
+        }
+    }
+}
+
+/// No binding at this arena index.
+const UNBOUND: u32 = u32::MAX;
+
+impl<S: Copy, D: Copy> Bindings<S, D> {
+    /// Binds the operands of the nodes at `run.steps` not bound yet (all of
+    /// them again if the regions changed).
+    fn bind<K: Kernels<Src = S, Dst = D>>(&mut self, run: &Run<'_, K::Base>) -> Result<()> {
+        if self.revision != run.regions.revision() {
+            *self = Bindings { revision: run.regions.revision(), ..Bindings::default() };
+        }
+        let nodes = run.graph.nodes();
+        self.bound.resize(nodes.len(), false);
+        for step in run.steps.clone() {
+            if std::mem::replace(&mut self.bound[step], true) {
+                continue;
+            }
+            let id = nodes[step];
+            let t = run.ctx.tensor(id)?;
+            if !t.op.is_compute() {
+                continue;
+            }
+            if let Ok(d) = fresh_dst::<K>(run, id, t) {
+                put(&mut self.dst_at, &mut self.dsts, id, d);
+            }
+            for &s in t.src() {
+                if lookup(&self.src_at, &self.srcs, s).is_none() {
+                    if let Ok(b) = fresh_src::<K>(run, s) {
+                        put(&mut self.src_at, &mut self.srcs, s, b);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    /// Tensor `id` bound as a source, if it was.
+    #[inline(always)]
+    fn src(&self, id: TensorId) -> Option<&S> {
+        lookup(&self.src_at, &self.srcs, id)
+    }
+    /// Node `id` bound as a destination, if it was.
+    #[inline(always)]
+    fn dst(&self, id: TensorId) -> Option<&D> {
+        lookup(&self.dst_at, &self.dsts, id)
+    }
+}
+
+/// The binding of `id` in a table of [`Bindings`].
+#[inline(always)]
+fn lookup<'a, T>(at: &[u32], v: &'a [T], id: TensorId) -> Option<&'a T> {
+    at.get(id.index()).and_then(|&i| v.get(i as usize))
+}
+
+/// Records `b` as the binding of `id` in a table of [`Bindings`].
+fn put<T>(at: &mut Vec<u32>, v: &mut Vec<T>, id: TensorId, b: T) {
+    let Ok(pos) = u32::try_from(v.len()) else { return };
+    if at.len() <= id.index() {
+        at.resize(id.index() + 1, UNBOUND);
+    }
+    at[id.index()] = pos;
+    v.push(b);
+}
+
 /// One node's kernel: its operands bound by role.
-fn node<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>, op: &Op, dst: K::Dst) -> Result<()> {
-    let src = |id: TensorId| bind(run, id, run.ctx.tensor(id)?, false).and_then(|(r, offs, l)| K::src(r, offs, l));
+#[inline(always)]
+fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> Result<K::Src>) -> Result<()> {
     let opt = |id: Option<TensorId>| id.map(src).transpose();
     match *op {
         Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } => k.copy(op.name(), dst, src(a)?),
@@ -244,7 +406,7 @@ fn bind<'a, B>(run: &Run<'a, B>, id: TensorId, t: &Tensor, write: bool) -> Resul
 /// The region of every storage root `graph` touches: a leaf's from
 /// `leaf(id, place)` (`Place::Leaf` or `Place::LeafCopy`), a buffer root's at
 /// `buffer(offset)`, checked to lie in the `buf_len`-byte plan buffer.
-pub(crate) fn regions<B>(
+pub(crate) fn regions<B: Copy + PartialEq>(
     ctx: &Context,
     graph: &Graph,
     plan: &Plan,

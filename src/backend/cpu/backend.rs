@@ -43,7 +43,9 @@ impl ReuseRules for CpuRules {
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CpuBackend({} threads)", self.threads())
+        // the kernels' level, since RGML_SIMD may cap it below the CPU's
+        let simd = crate::quant::dot::SimdLevel::detect();
+        write!(f, "CpuBackend({} threads, {})", self.threads(), simd.name())
     }
 }
 
@@ -131,7 +133,7 @@ impl CpuBackend {
         let buf = storage.buffer.as_bytes_mut();
         let buf = (buf.as_mut_ptr(), buf.len());
         storage.regions(ctx, graph, buf.0)?;
-        let CpuStorage { plan, packed, regions, .. } = storage;
+        let CpuStorage { plan, packed, regions, bindings, .. } = storage;
         let regions = regions.as_ref().ok_or_else(|| Error::internal("regions not made"))?;
         self.pool.session(|session| {
             let ex = Exec { pool: Some(session), gemm: Some(&self.gemm) };
@@ -140,7 +142,8 @@ impl CpuBackend {
                 exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
             }
             let poison = self.poison.then_some(&*plan);
-            exec::run(&mut k, &exec::Run { ctx, graph, regions, poison, profile: self.profile.as_ref(), steps })
+            let run = exec::Run { ctx, graph, regions, poison, profile: self.profile.as_ref(), steps };
+            exec::run_bound(&mut k, &run, bindings)
         })
     }
 

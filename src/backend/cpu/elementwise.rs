@@ -10,6 +10,7 @@ use super::mem::{Exec, Scalar, Strided, StridedMut};
 use super::vexp;
 use crate::error::Result;
 use crate::op::{BinaryOp, GluOp, UnaryOp};
+use crate::quant::dot::SimdLevel;
 
 /// Flat chunk length (elements) of the packed path.
 const CHUNK: usize = 1 << 14;
@@ -174,11 +175,12 @@ impl Wide {
         #[cfg(target_arch = "x86_64")]
         {
             // with FMA, so that `mul_add` (SiLU's exp) is one instruction there
+            let cap = SimdLevel::cap();
             let fma = std::arch::is_x86_feature_detected!("fma");
-            if fma && std::arch::is_x86_feature_detected!("avx512f") {
+            if fma && cap >= SimdLevel::Avx512 && std::arch::is_x86_feature_detected!("avx512f") {
                 return Wide::Avx512;
             }
-            if fma && std::arch::is_x86_feature_detected!("avx2") {
+            if fma && cap >= SimdLevel::Avx2 && std::arch::is_x86_feature_detected!("avx2") {
                 return Wide::Avx2;
             }
         }

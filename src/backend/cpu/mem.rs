@@ -30,10 +30,14 @@ use crate::layout::Layout;
 macro_rules! strided {
     ($(#[$doc:meta])* $name:ident, $ptr:ty) => {
         $(#[$doc])*
+        // the layout first: a view is copied 16 bytes at a time from its start,
+        // and kernels compare `ne` 16 bytes at a time, which then forward from
+        // those stores (at offset 8 they straddle two and stall)
         #[derive(Clone, Copy, Debug)]
+        #[repr(C)]
         pub(crate) struct $name {
-            ptr: $ptr,
             pub(crate) l: Layout,
+            ptr: $ptr,
         }
 
         // SAFETY: a view is a plain pointer into a buffer that outlives the
@@ -143,7 +147,7 @@ impl StridedMut {
 /// Where a storage root's bytes are during a compute, and what they allow:
 /// read-only bytes (a leaf read in place, e.g. a mapped weight) or bytes the
 /// compute may write.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Bytes {
     /// Read only.
     Read(*const u8),

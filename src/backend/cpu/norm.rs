@@ -56,7 +56,9 @@ pub(super) fn with_fma<R>(f: impl FnOnce() -> R) -> R {
         unsafe fn fused<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("fma") {
+        if crate::quant::dot::SimdLevel::cap() >= crate::quant::dot::SimdLevel::Avx2
+            && std::arch::is_x86_feature_detected!("fma")
+        {
             // SAFETY: the CPU supports the FMA instructions `fused` may use.
             return unsafe { fused(f) };
         }

@@ -4,8 +4,8 @@
 use crate::id::IdMap;
 
 use super::copy;
-use super::mem::{Bytes, Strided};
-use crate::backend::exec::{self, Region, Regions};
+use super::mem::{Bytes, Strided, StridedMut};
+use crate::backend::exec::{self, Bindings, Region, Regions};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -27,6 +27,8 @@ pub struct CpuStorage {
     /// The regions of the last compute, kept while the plan and the buffer stay
     /// (a node's region depends on nothing else); leaves' are refreshed each time.
     pub(super) regions: Option<Regions<Bytes>>,
+    /// The operands bound against `regions`, for the computes that follow.
+    pub(super) bindings: Bindings<Strided, StridedMut>,
 }
 
 /// The backend's copies of the leaves `plan` says the graph writes: those in
@@ -57,7 +59,14 @@ impl CpuStorage {
     pub(super) fn new(ctx: &Context, graph: &Graph, plan: Plan, capacity: usize) -> Result<CpuStorage> {
         let leaf_copies = leaf_copies(ctx, graph, &plan, IdMap::default())?;
         let buffer = HostBuffer::zeroed(plan.buffer_size().max(capacity))?;
-        Ok(CpuStorage { buffer, plan, leaf_copies, packed: IdMap::default(), regions: None })
+        Ok(CpuStorage {
+            buffer,
+            plan,
+            leaf_copies,
+            packed: IdMap::default(),
+            regions: None,
+            bindings: Bindings::default(),
+        })
     }
     /// The plan this storage follows.
     pub fn plan(&self) -> &Plan {

@@ -179,3 +179,55 @@ fn poison_mode_fills_freed_ranges_with_nan() {
         assert_eq!(st.read_f32(&ctx, b).unwrap(), vec![1.0; 16]);
     }
 }
+
+/// The operands a compute binds are reused by the next ones
+/// (`exec::Bindings`) only while their regions stay: new leaf values, a
+/// grown buffer, a rebind and node ranges run apart give fresh results.
+#[test]
+fn reused_bindings_follow_the_storage() {
+    use crate::{Allocator, Context, CpuBackend, CpuRules, Graph};
+    let mut ctx = Context::new();
+    let x = ctx.new_f32(&[8], &[1.0; 8]).unwrap();
+    let one = ctx.new_f32(&[8], &[1.0; 8]).unwrap();
+    let mut t = x;
+    for _ in 0..5 {
+        t = ctx.add(t, one).unwrap();
+    }
+    let g = Graph::build(&ctx, &[t]).unwrap();
+    let cpu = CpuBackend::new(2).unwrap();
+    let plan = |ctx: &Context| Allocator::new(CpuRules).plan(ctx, &g).unwrap();
+    let mut st = cpu.alloc(&ctx, &g, plan(&ctx)).unwrap();
+    cpu.compute(&ctx, &g, &mut st).unwrap();
+    assert_eq!(st.read_f32(&ctx, t).unwrap(), vec![6.0; 8]);
+    ctx.set_data(x, &[2.0f32; 8]).unwrap();
+    cpu.compute(&ctx, &g, &mut st).unwrap();
+    assert_eq!(st.read_f32(&ctx, t).unwrap(), vec![7.0; 8], "new leaf values");
+    st.grow(st.capacity() + 4096).unwrap();
+    cpu.compute(&ctx, &g, &mut st).unwrap();
+    assert_eq!(st.read_f32(&ctx, t).unwrap(), vec![7.0; 8], "after the buffer moved");
+    st.rebind(&ctx, &g, plan(&ctx)).unwrap();
+    ctx.set_data(x, &[3.0f32; 8]).unwrap();
+    let n = g.nodes().len();
+    for steps in [0..2, 2..n, 0..n] {
+        cpu.compute_steps(&ctx, &g, &mut st, steps).unwrap();
+    }
+    assert_eq!(st.read_f32(&ctx, t).unwrap(), vec![8.0; 8], "node ranges after a rebind");
+}
+
+#[test]
+fn a_region_table_changes_revision_only_when_a_region_changes() {
+    use crate::backend::exec::{Region, Regions};
+    let mut ctx = crate::Context::new();
+    let a = ctx.new_f32(&[1], &[0.0]).unwrap();
+    let g = crate::Graph::build(&ctx, &[a]).unwrap();
+    let plan = crate::Plan::naive(&ctx, &g, 64).unwrap();
+    let leaf = |_, _| Ok(Region { base: 0u64, len: 4, writable: false });
+    let mut r: Regions<u64> = crate::backend::exec::regions(&ctx, &g, &plan, 0, leaf, |o| o as u64).unwrap();
+    let other: Regions<u64> = crate::backend::exec::regions(&ctx, &g, &plan, 0, leaf, |o| o as u64).unwrap();
+    assert_ne!(r.revision(), other.revision(), "every table its own");
+    let before = r.revision();
+    r.insert(a, Region { base: 0, len: 4, writable: false });
+    assert_eq!(r.revision(), before, "the same region again");
+    r.insert(a, Region { base: 8, len: 4, writable: false });
+    assert_ne!(r.revision(), before, "a moved region");
+}

@@ -47,10 +47,48 @@ impl SimdLevel {
         }
     }
 
-    /// The best level this CPU supports, detected once per process.
+    /// The best level this CPU supports up to [`SimdLevel::cap`], detected
+    /// once per process.
     pub fn detect() -> SimdLevel {
         static BEST: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| SimdLevel::ALL.into_iter().rev().find(|l| l.is_supported()).unwrap_or(SimdLevel::Scalar))
+        *BEST.get_or_init(|| {
+            let cap = SimdLevel::cap();
+            SimdLevel::ALL.into_iter().rev().find(|&l| l <= cap && l.is_supported()).unwrap_or(SimdLevel::Scalar)
+        })
+    }
+
+    /// The highest level the CPU kernels may use: `RGML_SIMD` (`scalar`,
+    /// `avx2` or `avx512`, as PyTorch's `ATEN_CPU_CAPABILITY`) to run a
+    /// narrower CPU's kernels on this one, else [`SimdLevel::Avx512`]. Read
+    /// once per process; another value is ignored with a warning on stderr.
+    pub fn cap() -> SimdLevel {
+        static CAP: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
+        *CAP.get_or_init(|| match std::env::var("RGML_SIMD") {
+            Err(_) => SimdLevel::Avx512,
+            Ok(v) => SimdLevel::parse(&v).unwrap_or_else(|| {
+                eprintln!("warning: RGML_SIMD={v:?} is not scalar, avx2 or avx512; ignored");
+                SimdLevel::Avx512
+            }),
+        })
+    }
+
+    /// The level's `RGML_SIMD` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+
+    /// A level by its `RGML_SIMD` name (case-insensitive).
+    pub fn parse(name: &str) -> Option<SimdLevel> {
+        match name.to_ascii_lowercase().as_str() {
+            "scalar" => Some(SimdLevel::Scalar),
+            "avx2" => Some(SimdLevel::Avx2),
+            "avx512" => Some(SimdLevel::Avx512),
+            _ => None,
+        }
     }
 }
 

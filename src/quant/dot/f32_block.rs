@@ -8,6 +8,8 @@
 //! Below the GEMM's row count this is the F32 path, and the F16 and BF16 path
 //! from two activation rows.
 
+use super::common::SimdLevel;
+
 /// Whether [`dot_block`] runs on this CPU (AVX-512 F, BW and VL, or AVX2 with FMA and F16C).
 pub(crate) fn supported() -> bool {
     wide() || narrow()
@@ -17,7 +19,8 @@ pub(crate) fn supported() -> bool {
 pub(crate) fn wide() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        SimdLevel::cap() >= SimdLevel::Avx512
+            && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
     }
@@ -29,7 +32,8 @@ pub(crate) fn wide() -> bool {
 fn narrow() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2")
+        SimdLevel::cap() >= SimdLevel::Avx2
+            && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
     }
