@@ -62,6 +62,16 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     use crate::dtype::DType;
     let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
     let wide_blocks = dot::f32_block::wide();
+    // the blocks take F32 activations: F16/BF16 ones (rounded to the weight type,
+    // their dot partner) are widened once here rather than for every weight block
+    let widened = match wt {
+        DType::F16 | DType::BF16 if blocks_of_dots => Some(widen(ex, wt, bq, brow)?),
+        _ => None,
+    };
+    let (bf, frow) = match &widened {
+        Some(w) => (w.as_bytes(), 4 * k),
+        None => (bq, brow),
+    };
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
@@ -106,7 +116,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 continue;
             }
             if blocks_of_dots {
-                let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr();
+                let act = |i1: usize| bf[((i3 * ne[2] as usize + i2) * n1 + i1) * frow..].as_ptr();
                 // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed values inside `a` (packed_rows).
                 let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]) };
                 let put = |i0: usize, i1: usize, v: f32| {
@@ -162,8 +172,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     failed.into_result()
 }
 
-/// One work item's F32/F16/BF16 weight rows against `n1` activation rows of
-/// the same type, in blocks of dots ([`dot::f32_block::dot_block`]).
+/// One work item's F32/F16/BF16 weight rows against `n1` F32 activation rows
+/// (values of the weight type), in blocks of dots ([`dot::f32_block::dot_block`]).
 struct BlockRun {
     k: usize,
     wt: crate::dtype::DType,
@@ -189,8 +199,8 @@ impl BlockRun {
             for c0 in (0..n1).step_by(C) {
                 let cs: [usize; C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
                 let (w, x) = (rs.map(&wrow), cs.map(&act));
-                // SAFETY: every pointer addresses k values of the weight type (activation
-                // rows are of the same type: these types are their own dot partner).
+                // SAFETY: every weight pointer addresses k values of the weight type,
+                // every activation pointer k f32 (`widen`, or F32 activations).
                 let out = unsafe {
                     match self.wt {
                         DType::F16 => dot_block::<R, C, F16>(self.k, w, x),
@@ -305,6 +315,33 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
                     dot::quantize_activations(wt, &row, dst)
                 });
             failed.keep(res);
+        }
+    });
+    failed.into_result().map(|()| out)
+}
+
+/// The F16 or BF16 (`wt`) activation rows `acts` (`brow` bytes each) widened
+/// to F32, exactly.
+fn widen(ex: &Exec, wt: crate::dtype::DType, acts: &[u8], brow: usize) -> Result<HostBuffer> {
+    let n = acts.len() / 2;
+    let mut out = HostBuffer::zeroed(n * 4)?;
+    let shared = SharedBytes::new(out.as_bytes_mut());
+    let failed = FirstError::default();
+    let rows = acts.len() / brow.max(1);
+    ex.for_ranges(rows, brow / 2, |range| {
+        let (lo, hi) = (range.start * brow / 2, range.end * brow / 2);
+        // SAFETY: only this thread writes values lo..hi, and `out` outlives the loop.
+        let Some(dst) = (unsafe { shared.range(lo * 4, (hi - lo) * 4) }) else {
+            failed.keep(Err(crate::error::Error::internal("widened activations outside their buffer")));
+            return;
+        };
+        for (d, h) in dst.chunks_exact_mut(4).zip(acts[lo * 2..hi * 2].chunks_exact(2)) {
+            let bits = u16::from_le_bytes([h[0], h[1]]);
+            let v = match wt {
+                crate::dtype::DType::BF16 => f32::from_bits(u32::from(bits) << 16),
+                _ => crate::quant::f16_to_f32(bits),
+            };
+            d.copy_from_slice(&v.to_le_bytes());
         }
     });
     failed.into_result().map(|()| out)

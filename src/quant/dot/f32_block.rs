@@ -49,12 +49,15 @@ pub(crate) const F16: u8 = 1;
 pub(crate) const BF16: u8 = 2;
 
 /// `out[c][r] = Σ_i w[r][i]·a[c][i]` over `k` values, for the `R` weight rows
-/// `w` and `C` activation rows `a` (repeat a pointer to compute fewer), all of
-/// type `T` ([`F32`], [`F16`] or [`BF16`]); `None` when the CPU has neither
-/// AVX-512 nor AVX2 (see [`supported`]).
+/// `w` of type `T` ([`F32`], [`F16`] or [`BF16`]) and `C` F32 activation rows
+/// `a` (repeat a pointer to compute fewer): F16/BF16 activations come widened
+/// once by the caller, since widening them here would repeat for every block
+/// of weight rows. `None` when the CPU has neither AVX-512 nor AVX2 (see
+/// [`supported`]).
 ///
 /// # Safety
-/// Each pointer addresses `k` readable values of the type (any alignment).
+/// Each weight pointer addresses `k` readable values of type `T`, each
+/// activation pointer `k` readable f32 (any alignment).
 pub(crate) unsafe fn dot_block<const R: usize, const C: usize, const T: u8>(
     k: usize,
     w: [*const u8; R],
@@ -96,8 +99,11 @@ unsafe fn avx512<const R: usize, const C: usize, const T: u8>(
             _ => _mm512_maskz_loadu_ps(mask, p.cast::<f32>().add(i)),
         }
     };
+    // SAFETY: lanes at i.. under `mask` lie inside the k values of the row.
+    let load_a =
+        |p: *const u8, i: usize, mask: __mmask16| unsafe { _mm512_maskz_loadu_ps(mask, p.cast::<f32>().add(i)) };
     let step = |i: usize, mask: __mmask16, acc: &mut [[__m512; R]; C]| {
-        let (wv, av) = (w.map(|p| load(p, i, mask)), a.map(|p| load(p, i, mask)));
+        let (wv, av) = (w.map(|p| load(p, i, mask)), a.map(|p| load_a(p, i, mask)));
         for (c, av) in av.iter().enumerate() {
             for (r, wv) in wv.iter().enumerate() {
                 acc[c][r] = _mm512_fmadd_ps(*wv, *av, acc[c][r]);
@@ -136,7 +142,8 @@ unsafe fn avx2<const R: usize, const C: usize, const T: u8>(
     let step = |wp: [*const u8; R], ap: [*const u8; C], acc: &mut [[__m256; R]; C]| {
         let wv = wp.map(load);
         for (c, &p) in ap.iter().enumerate() {
-            let av = load(p);
+            // SAFETY: 8 f32 at p are readable (a row's, or the tail copy's).
+            let av = unsafe { _mm256_loadu_ps(p.cast()) };
             for (r, wv) in wv.iter().enumerate() {
                 acc[c][r] = _mm256_fmadd_ps(*wv, av, acc[c][r]);
             }
@@ -145,17 +152,16 @@ unsafe fn avx2<const R: usize, const C: usize, const T: u8>(
     let mut acc = [[_mm256_setzero_ps(); R]; C];
     let full = k / 8 * 8;
     for i in (0..full).step_by(8) {
-        step(w.map(|p| p.add(i * size)), a.map(|p| p.add(i * size)), &mut acc);
+        step(w.map(|p| p.add(i * size)), a.map(|p| p.add(i * 4)), &mut acc);
     }
     if full < k {
-        let n = (k - full) * size;
-        let tail = |p: *const u8| {
+        let tail = |p: *const u8, size: usize| {
             let mut t = [0u8; 32];
             // SAFETY: the row's last k - full values are readable; `t` holds 32 bytes.
-            unsafe { std::ptr::copy_nonoverlapping(p.add(full * size), t.as_mut_ptr(), n) };
+            unsafe { std::ptr::copy_nonoverlapping(p.add(full * size), t.as_mut_ptr(), (k - full) * size) };
             t
         };
-        let (wt, at) = (w.map(tail), a.map(tail));
+        let (wt, at) = (w.map(|p| tail(p, size)), a.map(|p| tail(p, 4)));
         step(std::array::from_fn(|r| wt[r].as_ptr()), std::array::from_fn(|c| at[c].as_ptr()), &mut acc);
     }
     // lanes summed in one fixed order
@@ -180,11 +186,17 @@ mod tests {
                 rows.iter().map(|r| r.iter().map(|&v| half::f16::from_f32(v)).collect()).collect();
             let p = |r: usize| rows[r].as_ptr().cast::<u8>();
             let h = |r: usize| halves[r].as_ptr().cast::<u8>();
+            let widened: Vec<Vec<f32>> = halves.iter().map(|r| r.iter().map(|v| v.to_f32()).collect()).collect();
+            let hw = |r: usize| widened[r].as_ptr().cast::<u8>();
             // SAFETY: every row holds k values of its type.
             let (got32, got16) = unsafe {
                 (
                     super::dot_block::<4, 4, { super::F32 }>(k, [p(0), p(1), p(2), p(3)], [p(4), p(5), p(6), p(7)]),
-                    super::dot_block::<3, 5, { super::F16 }>(k, [h(0), h(1), h(2)], [h(3), h(4), h(5), h(6), h(7)]),
+                    super::dot_block::<3, 5, { super::F16 }>(
+                        k,
+                        [h(0), h(1), h(2)],
+                        [hw(3), hw(4), hw(5), hw(6), hw(7)],
+                    ),
                 )
             };
             let (Some(got32), Some(got16)) = (got32, got16) else {
