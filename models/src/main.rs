@@ -208,15 +208,38 @@ struct ExecArgs {
     kv_type: KvType,
     #[command(flatten)]
     on: DeviceArgs,
-    /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
-    /// matrices once for the CPU's tile kernel (as many bytes again as those
-    /// weights; same results, faster generation). CPU only.
-    #[arg(long)]
-    repack: bool,
+    #[command(flatten)]
+    repack: RepackArgs,
     /// Attention as three ops (scores, softmax, values), as llama.cpp without
     /// flash attention, instead of the fused `flash_attn_ext` (the default).
     #[arg(long)]
     unfused_attention: bool,
+}
+
+/// Whether a model's weights are repacked for the CPU's tile kernels.
+#[derive(Args)]
+struct RepackArgs {
+    /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
+    /// matrices once for the CPU's tile kernel: the default on the CPU backend
+    /// (same results, as fast or faster; a copy of those weights' bytes is
+    /// kept, and the mapped file's pages stay in the page cache). CPU only.
+    #[arg(long, conflicts_with = "no_repack")]
+    repack: bool,
+    /// Keep every weight in place, in the file's layout.
+    #[arg(long)]
+    no_repack: bool,
+}
+
+impl RepackArgs {
+    /// The setting for `backend`: as asked, else on for the CPU backend alone.
+    fn on(&self, backend: &rgml::AnyBackend) -> bool {
+        self.repack || (!self.no_repack && matches!(backend, rgml::AnyBackend::Cpu(_)))
+    }
+    /// `backend` with the setting applied.
+    fn apply(&self, backend: rgml::AnyBackend) -> rgml::Result<rgml::AnyBackend> {
+        let on = self.on(&backend);
+        backend.with_repacked_weights(on)
+    }
 }
 
 fn parse_dtype(s: &str) -> Result<rgml::DType, String> {
@@ -235,7 +258,7 @@ impl ExecArgs {
     }
 
     fn backend(&self, model: &std::path::Path) -> Result<rgml::AnyBackend, String> {
-        self.on.open_for_model(model).and_then(|b| b.with_repacked_weights(self.repack)).map_err(|e| e.to_string())
+        self.on.open_for_model(model).and_then(|b| self.repack.apply(b)).map_err(|e| e.to_string())
     }
 }
 
@@ -278,9 +301,9 @@ struct BenchArgs {
     /// With --model: tokens generated one at a time after the prompt.
     #[arg(long, default_value_t = 32)]
     gen_tokens: usize,
-    /// With --model: repack Q4_0/Q4_K weights for the CPU's tile kernel (as `rgml run --repack`).
-    #[arg(long)]
-    repack: bool,
+    /// With --model: whether Q4_0/Q4_K weights are repacked (as `rgml run`; default on the CPU).
+    #[command(flatten)]
+    repack: RepackArgs,
     /// With --model: print the time per op kind per token (CPU only).
     #[arg(long)]
     profile: bool,
@@ -466,10 +489,10 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
     let backend = a
         .backend
         .open_for_model(a.threads, a.device.unwrap_or(0), path, a.n_gpu_layers)
-        .and_then(|be| be.with_repacked_weights(a.repack))
+        .and_then(|be| a.repack.apply(be))
         .and_then(|be| be.with_profile(a.profile))
         .map_err(|e| e.to_string())?;
-    let how = format!("{backend:?}{}", if a.repack { ", repacked" } else { "" });
+    let how = format!("{backend:?}{}", if backend.repacks_weights() { ", repacked" } else { "" });
     let s = model_speed(path, backend, &how, &b)?;
     if a.json {
         outln!("{}", s.json(&b));

@@ -77,6 +77,10 @@ impl AnyBackend {
     pub fn with_repacked_weights(self, repack: bool) -> Result<AnyBackend> {
         self.cpu_option("repacked weights", repack, CpuBackend::with_repacked_weights)
     }
+    /// Whether this is a CPU backend that repacks weights ([`CpuBackend::repacks_weights`]).
+    pub fn repacks_weights(&self) -> bool {
+        matches!(self, AnyBackend::Cpu(b) if b.repacks_weights())
+    }
     /// [`CpuBackend::with_profile`] on the CPU; on CUDA (whose kernels run
     /// asynchronously) asking for it is [`Error::Invalid`](crate::Error::Invalid).
     pub fn with_profile(self, on: bool) -> Result<AnyBackend> {
