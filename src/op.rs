@@ -428,6 +428,13 @@ impl Op {
         )
     }
 
+    /// True for the copies: each destination element takes a source element,
+    /// converted to the destination's type (`cont`, `dup`, `cpy`, `set_rows`),
+    /// so a quantized destination needs a quantizer.
+    pub fn is_copy(&self) -> bool {
+        matches!(self, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. } | Op::SetRows { .. })
+    }
+
     /// True for ops a backend runs a kernel for (neither leaves nor metadata).
     pub fn is_compute(&self) -> bool {
         !self.is_leaf() && !self.is_metadata()

@@ -136,8 +136,7 @@ pub(crate) fn node_types_ok(ctx: &Context, id: TensorId) -> Result<()> {
     }
     let Some(&first) = t.src().first() else { return Ok(()) };
     let (dst, src) = (t.layout().dtype, ctx.layout(first)?.dtype);
-    let copies = matches!(t.op(), Op::Cpy { .. } | Op::Cont { .. } | Op::Dup { .. } | Op::SetRows { .. });
-    if copies && dst.is_quantized() && dst != src && !quant::can_quantize(dst) {
+    if t.op().is_copy() && dst.is_quantized() && dst != src && !quant::can_quantize(dst) {
         return Err(Error::Unsupported { op: t.op().name(), dtype: dst });
     }
     Ok(())
