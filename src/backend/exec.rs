@@ -182,6 +182,7 @@ pub(crate) fn check_steps(graph: &Graph, steps: &std::ops::Range<usize>) -> Resu
 
 /// Runs the graph's nodes at `run.steps`, in order, on `k`, binding every
 /// operand to its region as its node runs.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CPU keeps its bindings (`run_bound`)
 pub(crate) fn run<K: Kernels>(k: &mut K, run: &Run<'_, K::Base>) -> Result<()> {
     check_steps(run.graph, &run.steps)?;
     run_with(k, run, |id, t| fresh_dst::<K>(run, id, t), |id| fresh_src::<K>(run, id))
