@@ -232,6 +232,13 @@ impl Context {
             }))
         })
     }
+    /// Lets the OS drop leaf `id`'s resident mapped pages (a no-op unless its
+    /// bytes are a file mapping; they read the same afterwards).
+    pub(crate) fn release_mapped_pages(&self, id: TensorId) {
+        if let Ok(Entry { data: Some(LeafData::Mapped(map, range)), .. }) = self.entry(id) {
+            crate::gguf::release_pages(map, range.clone());
+        }
+    }
     /// True if leaf `id`'s bytes are a read-only file mapping.
     pub fn is_mapped(&self, id: TensorId) -> bool {
         self.entry(id).is_ok_and(|e| matches!(e.data, Some(LeafData::Mapped(..))))

@@ -77,6 +77,7 @@ fn repacked_weights_give_the_same_bits() {
     let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
     let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
     let group_bytes = q4_0_packed_bytes();
+    let mapped = ctx.leaf_bytes(w).unwrap().to_vec();
     for (n, batch) in [(1, 1), (3, 1), (37, 1), (5, 2)] {
         let (want, none) = product(&mut ctx, w, n, batch, &plain);
         let (got, bytes) = product(&mut ctx, w, n, batch, &packed);
@@ -85,6 +86,8 @@ fn repacked_weights_give_the_same_bits() {
         let expect = if repacks() { group_bytes } else { 0 };
         assert_eq!(bytes, expect, "n={n} batch={batch}: M rows in groups of the kernel's rows");
     }
+    // the repacked weight's mapped pages were released, and read back the same
+    assert_eq!(ctx.leaf_bytes(w).unwrap(), &mapped[..]);
     std::fs::remove_file(&path).ok();
 }
 

@@ -87,3 +87,19 @@ impl Deref for GgufFile {
         &self.header
     }
 }
+
+/// Drops this process's resident pages of bytes `range` of the file mapping
+/// `map` (`madvise(MADV_DONTNEED)`; whole pages, so a neighbour's bytes on the
+/// same first or last page go too): the bytes stay the file's, and reading
+/// them again pages them back in. For weights the CPU has repacked, whose
+/// mapped bytes it no longer reads. Advice only: a failure changes nothing.
+pub(crate) fn release_pages(map: &Mmap, range: Range<usize>) {
+    if range.is_empty() || range.end > map.len() {
+        return;
+    }
+    #[cfg(unix)]
+    // SAFETY: `Mmap` maps the file read-only and shared (PROT_READ, MAP_SHARED)
+    // and nothing writes through it, so the dropped pages hold no change to
+    // lose: a later read faults the file's same bytes back in.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
+}

@@ -42,6 +42,7 @@ mod reader;
 mod value;
 mod writer;
 
+pub(crate) use file::release_pages;
 pub use file::GgufFile;
 pub use format::{DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};
 pub use header::{GgufHeader, TensorEntry, TensorInfo, UnknownTensor};

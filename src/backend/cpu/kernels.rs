@@ -34,7 +34,12 @@ impl CpuKernels<'_> {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 let in_place = self.plan.place(a) == Some(Place::Leaf);
-                e.insert(if in_place { matmul::repack(&self.ex, self.ctx, a)? } else { None })
+                let p = if in_place { matmul::repack(&self.ex, self.ctx, a)? } else { None };
+                if p.is_some() {
+                    // only the copy is read from now on: the mapped pages need not stay resident
+                    self.ctx.release_mapped_pages(a);
+                }
+                e.insert(p)
             }
         };
         Ok(p.as_ref().map(HostBuffer::as_bytes))
