@@ -221,8 +221,8 @@ struct ExecArgs {
 struct RepackArgs {
     /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
     /// matrices once for the CPU's tile kernel: the default on the CPU backend
-    /// (same results, as fast or faster; a copy of those weights' bytes is
-    /// kept, and the mapped file's pages stay in the page cache). CPU only.
+    /// (same results, as fast or faster; the copy replaces the mapped pages of
+    /// those weights in memory). CPU only.
     #[arg(long, conflicts_with = "no_repack")]
     repack: bool,
     /// Keep every weight in place, in the file's layout.
