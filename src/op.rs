@@ -435,6 +435,15 @@ impl Op {
         matches!(self, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. } | Op::SetRows { .. })
     }
 
+    /// The keys of an attention node (`flash_attn_ext`), whose type decides
+    /// whether a backend's fused kernel can read them; `None` for other ops.
+    pub fn attention_keys(&self) -> Option<TensorId> {
+        match *self {
+            Op::FlashAttn { k, .. } => Some(k),
+            _ => None,
+        }
+    }
+
     /// True for ops a backend runs a kernel for (neither leaves nor metadata).
     pub fn is_compute(&self) -> bool {
         !self.is_leaf() && !self.is_metadata()

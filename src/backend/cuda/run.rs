@@ -12,7 +12,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::layout::Layout;
-use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
+use crate::op::{BinaryOp, GluOp, RopeParams, UnaryOp};
 use crate::tensor::TensorId;
 
 /// One run of a graph's nodes on the device.
@@ -128,7 +128,7 @@ pub(crate) fn node_types_ok(ctx: &Context, id: TensorId) -> Result<()> {
             return Err(Error::Unsupported { op: t.op().name(), dtype });
         }
     }
-    if let Op::FlashAttn { k, .. } = t.op() {
+    if let Some(k) = t.op().attention_keys() {
         let kt = ctx.layout(k)?.dtype;
         if super::attention::query_rounding(kt).is_none() {
             return Err(Error::Unsupported { op: "flash_attn_ext (CUDA keys)", dtype: kt });
