@@ -43,34 +43,30 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     let dot = dot::dot_fn(wt)?.raw();
     let mut a_tmp = None;
     let a = packed_rows(ex, a, &mut a_tmp)?;
-    let acts = activations(ex, wt, b)?;
-    let (arow, brow) = (a.l.row_size(), dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0));
-    let (r2, r3) = ((bne[2] / ane[2]) as usize, (bne[3] / ane[3]) as usize);
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
+    let tile = tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0);
+    // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
+    use crate::dtype::DType;
+    let blocks_of_dots =
+        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
+    let wide_blocks = dot::f32_block::wide();
+    // the blocks read F32 activations: F16/BF16 ones rounded to the weight type
+    // (their dot partner) and widened back once here, not for every weight block
+    let widened = blocks_of_dots && wt != DType::F32;
+    let acts = activations(ex, wt, b, widened)?;
+    let brow = if widened { 4 * k } else { dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0) };
+    let arow = a.l.row_size();
+    let (r2, r3) = ((bne[2] / ane[2]) as usize, (bne[3] / ane[3]) as usize);
     let blocks = m.div_ceil(A_BLOCK);
     let batches = (ne[2] * ne[3]) as usize;
     let bq = acts.as_bytes();
-    let tiled = match tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0) {
+    let tiled = match tile {
         Some(t) => Some((t, prepare(ex, t, k, bq, brow)?)),
         None => None,
     };
     let prepared: Vec<&[u8]> = match &tiled {
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
-    };
-    // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
-    use crate::dtype::DType;
-    let blocks_of_dots = matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
-    let wide_blocks = dot::f32_block::wide();
-    // the blocks take F32 activations: F16/BF16 ones (rounded to the weight type,
-    // their dot partner) are widened once here rather than for every weight block
-    let widened = match wt {
-        DType::F16 | DType::BF16 if blocks_of_dots => Some(widen(ex, wt, bq, brow)?),
-        _ => None,
-    };
-    let (bf, frow) = match &widened {
-        Some(w) => (w.as_bytes(), 4 * k),
-        None => (bq, brow),
     };
     let failed = FirstError::default();
     ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
@@ -116,7 +112,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 continue;
             }
             if blocks_of_dots {
-                let act = |i1: usize| bf[((i3 * ne[2] as usize + i2) * n1 + i1) * frow..].as_ptr();
+                let act = |i1: usize| bq[((i3 * ne[2] as usize + i2) * n1 + i1) * brow..].as_ptr();
                 // SAFETY: weight row (i0, i2/r2, i3/r3) is k packed values inside `a` (packed_rows).
                 let wrow = |i0: usize| unsafe { a.ptr().add(a_off + i0 * a.l.nb[1]) };
                 let put = |i0: usize, i1: usize, v: f32| {
@@ -200,7 +196,7 @@ impl BlockRun {
                 let cs: [usize; C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
                 let (w, x) = (rs.map(&wrow), cs.map(&act));
                 // SAFETY: every weight pointer addresses k values of the weight type,
-                // every activation pointer k f32 (`widen`, or F32 activations).
+                // every activation pointer k f32 (`activations`, widened).
                 let out = unsafe {
                     match self.wt {
                         DType::F16 => dot_block::<R, C, F16>(self.k, w, x),
@@ -293,16 +289,21 @@ fn packed_rows(ex: &Exec, t: Strided, tmp: &mut Option<HostBuffer>) -> Result<St
     Ok(out.as_src())
 }
 
-/// Every row of `b`, in logical row order, converted to the dot partner of `wt`.
-fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuffer> {
+/// Every row of `b`, in logical row order, converted to the dot partner of
+/// `wt`; if `widened`, that partner's values as F32 (exactly: for the blocks
+/// of dots, which would otherwise widen F16/BF16 rows for every weight block).
+fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided, widened: bool) -> Result<HostBuffer> {
     let k = b.l.ne[0] as usize;
-    let brow = dot::vec_dot_type(wt).row_size(k as i64).unwrap_or(0);
+    let partner = dot::vec_dot_type(wt);
+    let prow = partner.row_size(k as i64).unwrap_or(0);
+    let brow = if widened { 4 * k } else { prow };
     let rows = b.l.nrows() as usize;
     let mut out = HostBuffer::zeroed(brow * rows)?;
     let shared = SharedBytes::new(out.as_bytes_mut());
     let failed = FirstError::default();
     ex.for_ranges(rows, k, |range| {
         let mut row = vec![0f32; k];
+        let mut rounded = vec![0u8; if widened { prow } else { 0 }];
         let one = Exec::ONE;
         for r in range {
             let res = StridedMut::of_f32(&mut row, [k as i64, 1, 1, 1])
@@ -312,36 +313,15 @@ fn activations(ex: &Exec, wt: crate::dtype::DType, b: Strided) -> Result<HostBuf
                     let dst = unsafe { shared.range(r * brow, brow) };
                     let dst =
                         dst.ok_or_else(|| crate::error::Error::internal("an activation row outside its buffer"))?;
-                    dot::quantize_activations(wt, &row, dst)
+                    if !widened {
+                        return dot::quantize_activations(wt, &row, dst);
+                    }
+                    dot::quantize_activations(wt, &row, &mut rounded)?;
+                    crate::quant::dequantize_row(partner, &rounded, &mut row)?;
+                    dst.copy_from_slice(bytemuck::cast_slice(&row));
+                    Ok(())
                 });
             failed.keep(res);
-        }
-    });
-    failed.into_result().map(|()| out)
-}
-
-/// The F16 or BF16 (`wt`) activation rows `acts` (`brow` bytes each) widened
-/// to F32, exactly.
-fn widen(ex: &Exec, wt: crate::dtype::DType, acts: &[u8], brow: usize) -> Result<HostBuffer> {
-    let n = acts.len() / 2;
-    let mut out = HostBuffer::zeroed(n * 4)?;
-    let shared = SharedBytes::new(out.as_bytes_mut());
-    let failed = FirstError::default();
-    let rows = acts.len() / brow.max(1);
-    ex.for_ranges(rows, brow / 2, |range| {
-        let (lo, hi) = (range.start * brow / 2, range.end * brow / 2);
-        // SAFETY: only this thread writes values lo..hi, and `out` outlives the loop.
-        let Some(dst) = (unsafe { shared.range(lo * 4, (hi - lo) * 4) }) else {
-            failed.keep(Err(crate::error::Error::internal("widened activations outside their buffer")));
-            return;
-        };
-        for (d, h) in dst.chunks_exact_mut(4).zip(acts[lo * 2..hi * 2].chunks_exact(2)) {
-            let bits = u16::from_le_bytes([h[0], h[1]]);
-            let v = match wt {
-                crate::dtype::DType::BF16 => f32::from_bits(u32::from(bits) << 16),
-                _ => crate::quant::f16_to_f32(bits),
-            };
-            d.copy_from_slice(&v.to_le_bytes());
         }
     });
     failed.into_result().map(|()| out)
