@@ -83,12 +83,7 @@ impl SimdLevel {
 
     /// A level by its `RGML_SIMD` name (case-insensitive).
     pub fn parse(name: &str) -> Option<SimdLevel> {
-        match name.to_ascii_lowercase().as_str() {
-            "scalar" => Some(SimdLevel::Scalar),
-            "avx2" => Some(SimdLevel::Avx2),
-            "avx512" => Some(SimdLevel::Avx512),
-            _ => None,
-        }
+        SimdLevel::ALL.into_iter().find(|l| l.name().eq_ignore_ascii_case(name))
     }
 }
 
