@@ -94,6 +94,16 @@ pub enum ChatError {
         /// minijinja's description.
         msg: String,
     },
+    /// The render went past one of its [`RenderLimits`]: its work budget, or the size of
+    /// the text it makes. A template is code from the model file; these bound what it can
+    /// cost whoever renders it.
+    #[error("chat template stopped on line {line}: {msg}")]
+    Limit {
+        /// The line the render had reached (0 for the output's size, found as it is written).
+        line: usize,
+        /// Which limit, and its value.
+        msg: String,
+    },
 }
 
 impl ChatError {
@@ -103,7 +113,8 @@ impl ChatError {
             ChatError::Syntax { line, .. }
             | ChatError::Raised { line, .. }
             | ChatError::Undefined { line, .. }
-            | ChatError::Render { line, .. } => *line,
+            | ChatError::Render { line, .. }
+            | ChatError::Limit { line, .. } => *line,
         }
     }
 
@@ -113,7 +124,8 @@ impl ChatError {
             ChatError::Syntax { msg, .. }
             | ChatError::Raised { msg, .. }
             | ChatError::Undefined { msg, .. }
-            | ChatError::Render { msg, .. } => msg,
+            | ChatError::Render { msg, .. }
+            | ChatError::Limit { msg, .. } => msg,
         }
     }
 }
@@ -130,15 +142,26 @@ impl fmt::Display for Raised {
 
 impl std::error::Error for Raised {}
 
-/// A render error as a ChatError: `raise_exception`'s own, an undefined value, or the rest.
-fn render_error(err: minijinja::Error) -> ChatError {
+/// A render error as a ChatError: `raise_exception`'s own, a limit of `limits`, an undefined
+/// value, or the rest.
+fn render_error(err: minijinja::Error, limits: &RenderLimits) -> ChatError {
     let line = err.line().unwrap_or(0);
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(e) = source {
         if let Some(raised) = e.downcast_ref::<Raised>() {
             return ChatError::Raised { line, msg: raised.0.clone() };
         }
+        if let Some(python::TooLong(n)) = e.downcast_ref::<python::TooLong>() {
+            return ChatError::Limit { line, msg: format!("a value's text is longer than the limit of {n} bytes") };
+        }
         source = e.source();
+    }
+    if err.kind() == ErrorKind::OutOfFuel {
+        let msg = format!(
+            "the render used up its work budget of {} fuel (RenderLimits::fuel: about one per instruction and per 64 bytes made)",
+            limits.fuel
+        );
+        return ChatError::Limit { line, msg };
     }
     let msg = error_msg(&err);
     match err.kind() {
@@ -164,12 +187,61 @@ fn error_msg(err: &minijinja::Error) -> String {
     }
 }
 
+/// Bounds on one render of a chat template: what a template from a model file may cost.
+///
+/// The defaults are far above what any real conversation needs (a render of a long
+/// conversation with a large template takes a few thousand fuel and a few hundred KB) and
+/// far below what hurts a machine: a render stops within a fraction of a second, having
+/// allocated at most about `fuel × 64` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// minijinja's fuel: about one unit per instruction run and per 64 bytes of data made
+    /// (strings, lists, captured output); the render stops when it is used up.
+    pub fuel: u64,
+    /// The most bytes the rendered text, or any one value's text, may have.
+    pub max_output_bytes: usize,
+}
+
+impl RenderLimits {
+    /// 1 million fuel (at most about 64 MB made, well under a second) and 4 MiB of text.
+    pub const DEFAULT: RenderLimits = RenderLimits { fuel: 1_000_000, max_output_bytes: 4 << 20 };
+}
+
+impl Default for RenderLimits {
+    fn default() -> RenderLimits {
+        RenderLimits::DEFAULT
+    }
+}
+
+/// The rendered text, refusing to grow past its limit.
+struct BoundedText {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.limit {
+            self.overflowed = true;
+            return Err(std::io::Error::other("the rendered text is too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A compiled chat template with the model's BOS and EOS token texts.
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
     bos_token: String,
     eos_token: String,
+    limits: RenderLimits,
 }
 
 impl fmt::Debug for ChatTemplate {
@@ -178,23 +250,41 @@ impl fmt::Debug for ChatTemplate {
             .field("source", &self.source)
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
 
 impl ChatTemplate {
-    /// Compiles `source`; a syntax error is an error naming the template line.
-    /// `bos_token` and `eos_token` are what the template sees as `bos_token`/`eos_token`.
+    /// Compiles `source` with the default [`RenderLimits`]; a syntax error is an error
+    /// naming the template line. `bos_token` and `eos_token` are what the template sees as
+    /// `bos_token`/`eos_token`.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
+        ChatTemplate::with_limits(source, bos_token, eos_token, RenderLimits::DEFAULT)
+    }
+
+    /// [`ChatTemplate::new`] with other bounds on each render.
+    pub fn with_limits(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        limits: RenderLimits,
+    ) -> Result<ChatTemplate, ChatError> {
         let mut env = Environment::new();
-        configure(&mut env).map_err(syntax_error)?;
+        configure(&mut env, &limits).map_err(syntax_error)?;
         env.add_template_owned(TEMPLATE_NAME, generation_as_with(source)).map_err(syntax_error)?;
         Ok(ChatTemplate {
             env,
             source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
+            limits,
         })
+    }
+
+    /// The bounds each render keeps to.
+    pub fn limits(&self) -> RenderLimits {
+        self.limits
     }
 
     /// The template's source text, as given to [`ChatTemplate::new`].
@@ -203,8 +293,8 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`; with `add_generation_prompt` the template's assistant header.
-    /// Errors (a raise_exception in the template, a type error, an undefined function) name
-    /// the template line.
+    /// Errors (a raise_exception in the template, a type error, an undefined function, a
+    /// render past its [`RenderLimits`]) name the template line.
     pub fn apply(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, ChatError> {
         let messages: Vec<Value> = messages
             .iter()
@@ -221,8 +311,39 @@ impl ChatTemplate {
             ("bos_token", Value::from(self.bos_token.as_str())),
             ("eos_token", Value::from(self.eos_token.as_str())),
         ]);
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(render_error)?;
-        template.render(ctx).map_err(render_error)
+        // Dropping, comparing or printing a value nested n levels deep recurses n levels,
+        // inside minijinja too; the fuel bounds n, so the stack is sized from it (memory is
+        // only touched as deep as the render goes).
+        let stack = usize::try_from(self.limits.fuel).unwrap_or(usize::MAX).saturating_mul(64).clamp(8 << 20, 1 << 30);
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("rgml-chat-template".into())
+                .stack_size(stack)
+                .spawn_scoped(scope, || self.render(ctx))
+                .map_err(|e| ChatError::Render { line: 0, msg: format!("cannot start the render's thread: {e}") })?;
+            thread
+                .join()
+                .unwrap_or_else(|_| Err(ChatError::Render { line: 0, msg: "the template engine panicked".into() }))
+        })
+    }
+
+    /// Renders the template over `ctx` on this thread, within the limits.
+    fn render(&self, ctx: Value) -> Result<String, ChatError> {
+        let limits = &self.limits;
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| render_error(e, limits))?;
+        let mut text = BoundedText { bytes: Vec::new(), limit: limits.max_output_bytes, overflowed: false };
+        match template.render_captured_to(ctx, &mut text) {
+            Ok(_) => String::from_utf8(text.bytes)
+                .map_err(|_| ChatError::Render { line: 0, msg: "the rendered text is not UTF-8".into() }),
+            Err(_) if text.overflowed => Err(ChatError::Limit {
+                line: 0,
+                msg: format!(
+                    "the rendered text is longer than the limit of {} bytes (RenderLimits::max_output_bytes)",
+                    limits.max_output_bytes
+                ),
+            }),
+            Err(e) => Err(render_error(e, limits)),
+        }
     }
 
     /// A built-in template for a model architecture whose files often lack
@@ -242,7 +363,7 @@ impl ChatTemplate {
 /// Sets `env` up as transformers sets up jinja2 (`ImmutableSandboxedEnvironment(trim_blocks=True,
 /// lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols])` plus its globals and
 /// `tojson`), with the Python shims of the `python` module.
-fn configure(env: &mut Environment<'static>) -> Result<(), minijinja::Error> {
+fn configure(env: &mut Environment<'static>, limits: &RenderLimits) -> Result<(), minijinja::Error> {
     let mut syntax = minijinja::syntax::SyntaxConfig::builder();
     syntax.trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false);
     env.set_syntax(syntax.build()?);
@@ -251,13 +372,22 @@ fn configure(env: &mut Environment<'static>) -> Result<(), minijinja::Error> {
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     // transformers' environment does not autoescape, whatever a template would be named.
     env.set_auto_escape_callback(|_| AutoEscape::None);
-    env.set_formatter(python::formatter);
-    env.set_unknown_method_callback(python::unknown_method);
-    env.add_filter("tojson", python::tojson);
-    env.add_filter("trim", python::trim_filter);
-    env.add_filter("string", python::string_filter);
+    env.set_fuel(Some(limits.fuel));
+    // the shims that turn values into text stop at the output's limit: a longer value
+    // could never be printed, and its text is made before fuel is charged for it
+    let limit = limits.max_output_bytes;
+    env.set_formatter(move |out, state, value| python::formatter(out, state, value, limit));
+    env.set_unknown_method_callback(move |state, value, method, args| {
+        python::unknown_method(state, value, method, args, limit)
+    });
+    env.add_filter("tojson", move |value: Value, positional, kwargs| python::tojson(&value, positional, kwargs, limit));
+    env.add_filter("trim", move |value: Value, chars: Option<Value>| python::trim_filter(&value, chars, limit));
+    env.add_filter("string", move |value: Value| python::string_filter(&value, limit));
+    env.add_filter("format", move |state: &mut minijinja::State, format: Value, args| {
+        python::format_filter(state, &format, args, limit)
+    });
     env.add_test("sequence", python::is_sequence);
-    env.add_function("raise_exception", raise_exception);
+    env.add_function("raise_exception", move |msg: Value| raise_exception(&msg, limit));
     env.add_function("strftime_now", strftime_now);
     Ok(())
 }
@@ -299,9 +429,10 @@ fn generation_as_with(source: &str) -> String {
     out
 }
 
-/// `raise_exception(msg)`: fails the render with the template's message.
-fn raise_exception(msg: Value) -> Result<Value, minijinja::Error> {
-    let msg = python::py_str(&msg);
+/// `raise_exception(msg)`: fails the render with the template's message (at most
+/// `limit` bytes of it).
+fn raise_exception(msg: &Value, limit: usize) -> Result<Value, minijinja::Error> {
+    let msg = python::py_str(msg, limit)?;
     Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg.clone()).with_source(Raised(msg)))
 }
 

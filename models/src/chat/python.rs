@@ -3,7 +3,7 @@
 //! `str` methods whose Python meaning differs from minijinja-contrib's (whitespace is
 //! `str.isspace()`, `title()` is `str.title()`).
 
-use minijinja::value::{from_args, Kwargs, Rest, ValueKind};
+use minijinja::value::{from_args, Kwargs, Rest, ValueKind, ValueOrKwargs};
 use minijinja::{Error, ErrorKind, Output, State, Value};
 
 /// `str.isspace()` for one character: Unicode White_Space (Rust's `is_whitespace`) plus the
@@ -12,16 +12,60 @@ pub(crate) fn is_py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
+/// The marker of an error for text a shim would make longer than the render's limit, so
+/// the chat template reports it as a limit (a list printed as text is as long as all its
+/// items, and one item can be listed many times over at little cost).
+#[derive(Debug)]
+pub(crate) struct TooLong(pub(crate) usize);
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "text longer than the limit of {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for TooLong {}
+
+/// How deep `str()` and `tojson` follow lists in lists, as Python's default recursion
+/// limit lets them.
+const MAX_DEPTH: usize = 1000;
+
+/// Python's `RecursionError` past [`MAX_DEPTH`] levels of nesting.
+fn check_depth(depth: usize) -> Result<(), Error> {
+    if depth < MAX_DEPTH {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidOperation,
+        format!("maximum recursion depth exceeded: a value nested more than {MAX_DEPTH} levels deep"),
+    ))
+}
+
+/// The error for text longer than `limit` bytes.
+fn too_long(limit: usize) -> Error {
+    let marker = TooLong(limit);
+    Error::new(ErrorKind::InvalidOperation, marker.to_string()).with_source(marker)
+}
+
+/// `Ok` while `out` holds at most `limit` bytes.
+fn check_len(out: &str, limit: usize) -> Result<(), Error> {
+    if out.len() <= limit {
+        Ok(())
+    } else {
+        Err(too_long(limit))
+    }
+}
+
 /// Python's `str(value)`, what `{{ value }}` prints: strings as they are, undefined as
-/// nothing, everything else as its `repr()`.
-pub(crate) fn py_str(value: &Value) -> String {
+/// nothing, everything else as its `repr()`; an error once longer than `limit` bytes.
+pub(crate) fn py_str(value: &Value, limit: usize) -> Result<String, Error> {
     match value.kind() {
-        ValueKind::String => value.as_str().unwrap_or_default().to_string(),
-        ValueKind::Undefined => String::new(),
+        ValueKind::String => Ok(value.as_str().unwrap_or_default().to_string()),
+        ValueKind::Undefined => Ok(String::new()),
         _ => {
             let mut out = String::new();
-            py_repr(value, &mut out);
-            out
+            py_repr(value, &mut out, limit, 0)?;
+            Ok(out)
         }
     }
 }
@@ -29,7 +73,9 @@ pub(crate) fn py_str(value: &Value) -> String {
 /// Python's `repr(value)` for the values a template sees: `None`, `True`, ints, floats as
 /// Python writes them, quoted strings, `[..]` lists, `(..)` tuples and `{..}` dicts.
 /// Other objects (macros, namespaces, loop state) fall back to minijinja's own text.
-fn py_repr(value: &Value, out: &mut String) {
+/// Stops with an error once `out` is longer than `limit` bytes.
+fn py_repr(value: &Value, out: &mut String, limit: usize, depth: usize) -> Result<(), Error> {
+    check_depth(depth)?;
     match value.kind() {
         ValueKind::Undefined => out.push_str("Undefined"),
         ValueKind::None => out.push_str("None"),
@@ -39,7 +85,8 @@ fn py_repr(value: &Value, out: &mut String) {
             Err(_) => out.push_str(&format!("{value}")),
         },
         ValueKind::String => py_str_repr(value.as_str().unwrap_or_default(), out),
-        ValueKind::Seq => {
+        // a lazy list (`[x] * n`, `a + b`, `map(..)`) prints as the list it stands for
+        ValueKind::Seq | ValueKind::Iterable => {
             let tuple = value.is_tuple();
             out.push(if tuple { '(' } else { '[' });
             let mut n = 0;
@@ -48,7 +95,7 @@ fn py_repr(value: &Value, out: &mut String) {
                     if n > 0 {
                         out.push_str(", ");
                     }
-                    py_repr(&item, out);
+                    py_repr(&item, out, limit, depth + 1)?;
                     n += 1;
                 }
             }
@@ -64,15 +111,32 @@ fn py_repr(value: &Value, out: &mut String) {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    py_repr(&key, out);
+                    py_repr(&key, out, limit, depth + 1)?;
                     out.push_str(": ");
-                    py_repr(&value.get_item(&key).unwrap_or_default(), out);
+                    py_repr(&value.get_item(&key).unwrap_or_default(), out, limit, depth + 1)?;
                 }
             }
             out.push('}');
         }
-        _ => out.push_str(&format!("{value}")),
+        _ => push_display(value, out, limit)?,
     }
+    check_len(out, limit)
+}
+
+/// Appends minijinja's own text of `value`, stopping with an error past `limit` bytes (an
+/// object's text can be as long as everything it holds).
+fn push_display(value: &Value, out: &mut String, limit: usize) -> Result<(), Error> {
+    struct Bounded<'a>(&'a mut String, usize);
+    impl std::fmt::Write for Bounded<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            if self.0.len() + s.len() > self.1 {
+                return Err(std::fmt::Error);
+            }
+            self.0.push_str(s);
+            Ok(())
+        }
+    }
+    std::fmt::Write::write_fmt(&mut Bounded(out, limit), format_args!("{value}")).map_err(|_| too_long(limit))
 }
 
 /// Python's `repr(float)`: the shortest digits that round-trip (as Rust finds them), laid
@@ -174,20 +238,22 @@ fn py_str_repr(s: &str, out: &mut String) {
     out.push(quote);
 }
 
-/// The environment's formatter: `{{ value }}` prints Python's `str(value)`.
-pub(crate) fn formatter(out: &mut Output, _state: &mut State, value: &Value) -> Result<(), Error> {
+/// The environment's formatter: `{{ value }}` prints Python's `str(value)` (at most
+/// `limit` bytes of it).
+pub(crate) fn formatter(out: &mut Output, _state: &mut State, value: &Value, limit: usize) -> Result<(), Error> {
     let written = match value.as_str() {
         Some(s) => out.write_str(s),
-        None => out.write_str(&py_str(value)),
+        None => out.write_str(&py_str(value, limit)?),
     };
     written.map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot write the rendered text"))
 }
 
-/// The `string` filter: Python's `str(value)` (minijinja's writes lists and dicts its way).
-pub(crate) fn string_filter(value: &Value) -> Value {
+/// The `string` filter: Python's `str(value)` (minijinja's writes lists and dicts its way),
+/// at most `limit` bytes.
+pub(crate) fn string_filter(value: &Value, limit: usize) -> Result<Value, Error> {
     match value.kind() {
-        ValueKind::String => value.clone(),
-        _ => Value::from(py_str(value)),
+        ValueKind::String => Ok(value.clone()),
+        _ => Ok(Value::from(py_str(value, limit)?)),
     }
 }
 
@@ -202,9 +268,10 @@ pub(crate) fn is_sequence(value: &Value) -> bool {
     }
 }
 
-/// The `trim` filter as jinja2 has it: `str(value).strip(chars)`, with Python's whitespace.
-pub(crate) fn trim_filter(value: &Value, chars: Option<Value>) -> Result<Value, Error> {
-    let s = py_str(value);
+/// The `trim` filter as jinja2 has it: `str(value).strip(chars)`, with Python's whitespace
+/// (`str(value)` at most `limit` bytes).
+pub(crate) fn trim_filter(value: &Value, chars: Option<Value>, limit: usize) -> Result<Value, Error> {
+    let s = py_str(value, limit)?;
     Ok(Value::from(py_strip(&s, chars.as_ref(), true, true)?))
 }
 
@@ -299,11 +366,99 @@ fn py_title(s: &str) -> String {
     out
 }
 
+/// `Err` when a `str.format` field of `format` asks for a width or precision above `limit`:
+/// minijinja-contrib pads to it without asking the fuel first.
+fn check_format_widths(format: &str, limit: usize) -> Result<(), Error> {
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '{' || chars.next_if_eq(&'{').is_some() {
+            continue;
+        }
+        // a replacement field: the numbers of its spec, after the first ':'
+        let mut in_spec = false;
+        let mut number: usize = 0;
+        for c in chars.by_ref() {
+            match c {
+                '}' => break,
+                ':' if !in_spec => in_spec = true,
+                '0'..='9' if in_spec => {
+                    number = number.saturating_mul(10).saturating_add(c as usize - '0' as usize);
+                    if number > limit {
+                        return Err(too_long(limit));
+                    }
+                }
+                _ => number = 0,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `sep.join(items)` as minijinja-contrib has it (items printed as `{{ }}` would), paying
+/// fuel for the text as it grows and stopping at `limit` bytes: its own version checks
+/// neither when the separator is empty.
+fn py_join(state: &State, sep: &str, args: &[Value], limit: usize) -> Result<Value, Error> {
+    use std::fmt::Write;
+    let (items,): (&Value,) = from_args(args)?;
+    let mut out = String::new();
+    for (i, item) in items.try_iter()?.enumerate() {
+        let before = out.len();
+        if i > 0 {
+            out.push_str(sep);
+        }
+        match item.as_str() {
+            Some(text) if before + sep.len() + text.len() > limit => return Err(too_long(limit)),
+            Some(text) => out.push_str(text),
+            None => write!(out, "{item}").map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot join"))?,
+        }
+        check_len(&out, limit)?;
+        state.consume_fuel((out.len() - before) as u64 / 64 + 1)?;
+    }
+    Ok(Value::from(out))
+}
+
+/// The `format` filter (printf style, `"%s"|format(x)`): minijinja's, after every argument
+/// that is not a string, number or boolean became Python's `str()` of it, as `%s` prints it
+/// in jinja2, and the strings were found to add up to at most `limit` bytes (minijinja's
+/// own bounds only the widths and precisions).
+pub(crate) fn format_filter(
+    state: &mut State,
+    format: &Value,
+    args: Rest<ValueOrKwargs>,
+    limit: usize,
+) -> Result<Value, Error> {
+    let mut total = format.as_str().map_or(0, str::len);
+    let mut converted = Vec::with_capacity(args.len());
+    for arg in args.0 {
+        let value = arg.into_value();
+        let value = match value.kind() {
+            ValueKind::String | ValueKind::Number | ValueKind::Bool | ValueKind::None | ValueKind::Undefined => value,
+            _ if value.is_kwargs() => value,
+            _ => Value::from(py_str(&value, limit.saturating_sub(total))?),
+        };
+        total = total.saturating_add(value.as_str().map_or(0, str::len));
+        if total > limit {
+            return Err(too_long(limit));
+        }
+        converted.push(ValueOrKwargs::from(value));
+    }
+    minijinja::filters::format(state, format, Rest(converted))
+}
+
 /// The unknown-method callback: Python `str` methods whose meaning differs from
-/// minijinja-contrib's here, then everything else minijinja-contrib's pycompat implements.
-pub(crate) fn unknown_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+/// minijinja-contrib's here, then everything else minijinja-contrib's pycompat implements
+/// (`str.format` only with widths up to `limit`).
+pub(crate) fn unknown_method(
+    state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+    limit: usize,
+) -> Result<Value, Error> {
     if let Some(s) = value.as_str() {
         match method {
+            "format" => check_format_widths(s, limit)?,
+            "join" => return py_join(state, s, args, limit),
             "strip" | "lstrip" | "rstrip" => {
                 let (chars,): (Option<Value>,) = from_args(args)?;
                 let (left, right) = (method != "rstrip", method != "lstrip");
@@ -336,8 +491,9 @@ pub(crate) fn unknown_method(state: &mut State, value: &Value, method: &str, arg
 /// transformers' `tojson` filter, `json.dumps(x, ensure_ascii=False, indent=None,
 /// separators=None, sort_keys=False)`, arguments by position or by name. Unlike jinja2's own
 /// (and minijinja's) it neither escapes HTML characters nor sorts keys, and it writes
-/// `", "` and `": "` between items as Python does.
-pub(crate) fn tojson(value: &Value, positional: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
+/// `", "` and `": "` between items as Python does. An error once the text would be longer
+/// than `limit` bytes.
+pub(crate) fn tojson(value: &Value, positional: Rest<Value>, kwargs: Kwargs, limit: usize) -> Result<String, Error> {
     if positional.len() > 4 {
         return Err(Error::new(ErrorKind::TooManyArguments, "tojson takes at most 4 arguments"));
     }
@@ -348,7 +504,13 @@ pub(crate) fn tojson(value: &Value, positional: Rest<Value>, kwargs: Kwargs) -> 
     let ensure_ascii = arg(0, "ensure_ascii")?.is_some_and(|v| v.is_true());
     let indent = match arg(1, "indent")? {
         None => None,
-        Some(v) if v.is_integer() => Some(" ".repeat(i64::try_from(v)?.max(0) as usize)),
+        Some(v) if v.is_integer() => {
+            let n = usize::try_from(i64::try_from(v)?.max(0)).unwrap_or(usize::MAX);
+            if n > limit {
+                return Err(too_long(limit));
+            }
+            Some(" ".repeat(n))
+        }
         Some(ref v) if let Some(s) = v.as_str() => Some(s.to_string()),
         Some(v) => {
             return Err(Error::new(
@@ -367,7 +529,7 @@ pub(crate) fn tojson(value: &Value, positional: Rest<Value>, kwargs: Kwargs) -> 
     };
     let sort_keys = arg(3, "sort_keys")?.is_some_and(|v| v.is_true());
     kwargs.assert_all_used()?;
-    let opts = JsonOpts { ensure_ascii, indent, item_sep, key_sep, sort_keys };
+    let opts = JsonOpts { ensure_ascii, indent, item_sep, key_sep, sort_keys, limit };
     let mut out = String::new();
     json_value(value, &opts, 0, &mut out)?;
     Ok(out)
@@ -379,6 +541,8 @@ struct JsonOpts {
     item_sep: String,
     key_sep: String,
     sort_keys: bool,
+    /// The most bytes the text may have.
+    limit: usize,
 }
 
 impl JsonOpts {
@@ -402,6 +566,7 @@ fn not_serializable(value: &Value) -> Error {
 }
 
 fn json_value(value: &Value, opts: &JsonOpts, depth: usize, out: &mut String) -> Result<(), Error> {
+    check_depth(depth)?;
     match value.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
@@ -465,6 +630,7 @@ fn json_container(
             }
             opts.newline(depth + 1, out);
             item(v, out)?;
+            check_len(out, opts.limit)?;
         }
         opts.newline(depth, out);
     }
@@ -546,5 +712,13 @@ mod tests {
         assert_eq!(strs(py_split_whitespace(" a  b \u{1f} c ", -1)), ["a", "b", "c"]);
         assert_eq!(strs(py_split_whitespace(" a  b  c ", 1)), ["a", "b  c "]);
         assert_eq!(py_title("they're bill's 3rd"), "They'Re Bill'S 3Rd");
+    }
+
+    #[test]
+    fn format_widths_are_bounded() {
+        assert!(check_format_widths("{:>100}{0:.5f}{{:1000000}}", 1000).is_ok());
+        assert!(check_format_widths("{0:>1001}", 1000).is_err());
+        assert!(check_format_widths("{:.99999999999999999999999999}", 1000).is_err());
+        assert!(check_format_widths("{:0>1000}", 1000).is_ok(), "the fill and the width apart");
     }
 }
