@@ -39,7 +39,7 @@ pub mod plan;
 pub mod quant;
 pub mod tensor;
 
-pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage};
+pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage, MAX_THREADS_PER_CORE};
 pub use backend::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage, GraphStats};
 pub use backend::{
     AnyBackend, AnyRules, AnyStorage, Backend, BackendStorage, LeafHome, OpKind, OpTime, Profile, SplitBackend,

@@ -7,7 +7,7 @@ use crate::chat::{ChatError, ChatTemplate, Message};
 use crate::generate::{Generated, Stop};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
-/// A failure preparing a turn.
+/// A failure preparing a turn. The conversation is as it was before the turn.
 #[derive(Debug, thiserror::Error)]
 pub enum ConversationError {
     /// The chat template failed.
@@ -16,6 +16,26 @@ pub enum ConversationError {
     /// Tokenization failed.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// The turn does not fit in the context even with every earlier turn dropped.
+    #[error(
+        "the turn needs {need} positions with only the system prompt before it, but the KV cache has {n_ctx}: \
+         shorten it or use a larger --n-ctx"
+    )]
+    TurnTooLong {
+        /// Positions the turn needs, the system prompt included.
+        need: usize,
+        /// The cache's size.
+        n_ctx: usize,
+    },
+}
+
+/// The KV cache a conversation must fit in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextBudget {
+    /// The cache's positions.
+    pub n_ctx: usize,
+    /// Positions a turn leaves free for its reply when it can (by dropping the oldest turns).
+    pub reply: usize,
 }
 
 /// Where a model's chat template came from.
@@ -79,6 +99,9 @@ pub struct TurnPrompt {
     pub keep: usize,
     /// Tokens to evaluate after them.
     pub tokens: Vec<u32>,
+    /// Messages dropped from the start of the conversation (after the system prompt) so
+    /// that the turn fits the [`ContextBudget`].
+    pub dropped: usize,
 }
 
 /// A conversation and what of it the KV cache holds.
@@ -92,13 +115,23 @@ pub struct Conversation<'t> {
     pending: Option<u32>,
     /// The text that `cached` and `pending` spell, as the template renders it.
     text: String,
+    /// The cache it must fit in, if any.
+    budget: Option<ContextBudget>,
 }
 
 impl<'t> Conversation<'t> {
-    /// A new conversation, optionally opened by a system message.
+    /// A new conversation, optionally opened by a system message, with no bound on its size.
     pub fn new(tok: &'t Tokenizer, template: ChatTemplate, system: Option<&str>) -> Conversation<'t> {
         let messages = system.map(|s| vec![Message::new("system", s)]).unwrap_or_default();
-        Conversation { tok, template, messages, cached: Vec::new(), pending: None, text: String::new() }
+        Conversation { tok, template, messages, cached: Vec::new(), pending: None, text: String::new(), budget: None }
+    }
+
+    /// The conversation kept within `budget`: a turn that does not fit drops the oldest
+    /// turns (the system prompt stays) until it does, leaving `budget.reply` positions for
+    /// the reply where it can.
+    pub fn with_budget(mut self, budget: ContextBudget) -> Conversation<'t> {
+        self.budget = Some(budget);
+        self
     }
 
     /// The messages so far.
@@ -109,38 +142,64 @@ impl<'t> Conversation<'t> {
     /// Adds a user message and returns what the model must evaluate next: when the new
     /// rendering extends the text the cache holds, only the extension (the reply's
     /// unevaluated last token first); otherwise the whole conversation again from the
-    /// first token where it differs from the cache.
+    /// first token where it differs from the cache. With a [`ContextBudget`], the oldest
+    /// turns (a user message and the replies after it) are dropped until the turn fits.
     ///
     /// # Errors
-    /// The template's or the tokenizer's.
+    /// The template's or the tokenizer's, or [`ConversationError::TurnTooLong`]; the
+    /// conversation is then unchanged.
     pub fn user_turn(&mut self, content: &str) -> Result<TurnPrompt, ConversationError> {
-        self.messages.push(Message::new("user", content));
-        let rendered = self.template.apply(&self.messages, true);
-        let rendered = match rendered {
-            Ok(r) => r,
-            Err(e) => {
-                self.messages.pop();
-                return Err(e.into());
+        let mut messages = self.messages.clone();
+        messages.push(Message::new("user", content));
+        let first = usize::from(messages[0].role == "system" && messages.len() > 1);
+        let mut dropped = 0;
+        loop {
+            let (mut prompt, target) = self.prompt_for(&messages)?;
+            let need = prompt.keep + prompt.tokens.len();
+            let can_drop = messages.len() - first > 1;
+            if let Some(budget) = self.budget {
+                if need.saturating_add(budget.reply) > budget.n_ctx && can_drop {
+                    // the oldest exchange: its user message and every reply up to the next one
+                    messages.remove(first);
+                    dropped += 1;
+                    while messages.len() - first > 1 && messages[first].role != "user" {
+                        messages.remove(first);
+                        dropped += 1;
+                    }
+                    continue;
+                }
+                if need > budget.n_ctx {
+                    return Err(ConversationError::TurnTooLong { need, n_ctx: budget.n_ctx });
+                }
             }
-        };
+            prompt.dropped = dropped;
+            self.messages = messages;
+            self.cached.truncate(prompt.keep);
+            self.text = target;
+            return Ok(prompt);
+        }
+    }
+
+    /// What the cache must evaluate for `messages` (rendered with the generation prompt),
+    /// and the text it then holds.
+    fn prompt_for(&self, messages: &[Message]) -> Result<(TurnPrompt, String), ConversationError> {
+        let rendered = self.template.apply(messages, true)?;
         let target = prompt_text(&rendered, self.tok).to_string();
         let prompt = match target.strip_prefix(self.text.as_str()).filter(|_| !self.cached.is_empty()) {
             Some(delta) => {
                 let mut tokens: Vec<u32> = self.pending.into_iter().collect();
                 tokens.extend(self.tok.tokenize(delta, false, true)?);
-                TurnPrompt { keep: self.cached.len(), tokens }
+                TurnPrompt { keep: self.cached.len(), tokens, dropped: 0 }
             }
             None => {
                 let full = self.tok.tokenize(&target, true, true)?;
                 let mut keep = self.cached.iter().zip(&full).take_while(|(a, b)| a == b).count();
                 // at least one token to evaluate, for the logits of the reply
                 keep = keep.min(full.len().saturating_sub(1));
-                TurnPrompt { keep, tokens: full[keep..].to_vec() }
+                TurnPrompt { keep, tokens: full[keep..].to_vec(), dropped: 0 }
             }
         };
-        self.cached.truncate(prompt.keep);
-        self.text = target;
-        Ok(prompt)
+        Ok((prompt, target))
     }
 
     /// Records the model's reply to the turn `prompt` was for; returns the reply's text

@@ -8,8 +8,18 @@ use std::time::Instant;
 
 use rgml::{cost, Context, CpuBackend, Graph, TensorId};
 
+/// The sides `--n` may take: a quarter of it is the view's side, and the largest makes a
+/// 1 GiB matrix (the demo holds three of that size).
+pub const SIDES: std::ops::RangeInclusive<i64> = 4..=16384;
+
 /// Runs the demo with side `n` and `threads` threads; returns false if a check failed.
+///
+/// # Errors
+/// A side outside [`SIDES`], or the backend's error.
 pub fn run(n: i64, threads: usize) -> Result<bool, String> {
+    if !SIDES.contains(&n) {
+        return Err(format!("--n {n} is out of range ({}..={})", SIDES.start(), SIDES.end()));
+    }
     let e = |e: rgml::Error| e.to_string();
     let mut ctx = Context::new();
     let nn = (n * n) as usize;

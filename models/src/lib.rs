@@ -37,6 +37,7 @@ pub mod bench;
 pub mod bench_cuda;
 pub mod bench_model;
 pub mod chat;
+pub mod chat_cli;
 pub mod conversation;
 pub mod demo;
 pub mod generate;

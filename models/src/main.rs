@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use rgml_models::backend_arg::BackendArg;
+use rgml_models::chat_cli;
 use rgml_models::model::kv::KvType;
 use rgml_models::run::{Prompt, RunOptions};
 use rgml_models::synthetic::LlamaDims;
@@ -371,7 +372,7 @@ fn main() -> ExitCode {
             exec.backend(&model).and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
-            let opts = text_cli::ChatOptions {
+            let opts = chat_cli::ChatOptions {
                 system,
                 ignore_eos,
                 n_predict: text_cli::n_predict(n_predict, None),
@@ -379,7 +380,7 @@ fn main() -> ExitCode {
                 load: exec.load(),
             };
             exec.backend(&model)
-                .and_then(|b| text_cli::chat(&model, &opts, b, std::io::stdin().lock()))
+                .and_then(|b| chat_cli::chat(&model, &opts, b, std::io::stdin().lock()))
                 .map(|()| ExitCode::SUCCESS)
         }
         Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {

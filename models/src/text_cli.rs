@@ -1,19 +1,13 @@
-//! `rgml tokenize`, `rgml detokenize` and `rgml chat`.
+//! `rgml tokenize` and `rgml detokenize`, and the sampling flags of `rgml run` and `rgml chat`.
 
-use std::io::{BufRead, Write};
-use std::ops::ControlFlow;
 use std::path::Path;
 
 use rgml::gguf::GgufFile;
-use rgml::Backend;
 
-use crate::conversation::{template_for, Conversation, TemplateOrigin};
-use crate::generate::{GenerateOptions, Stop};
-use crate::model::{LoadOptions, Model};
+use crate::outln;
 use crate::run::require_tokenizer;
-use crate::sampler::{Sampler, SamplerParams};
+use crate::sampler::SamplerParams;
 use crate::tokenizer::Tokenizer;
-use crate::{out, outln};
 
 fn open_tokenizer(model: &Path) -> Result<Tokenizer, String> {
     let file = GgufFile::open(model).map_err(|e| format!("{}: {e}", model.display()))?;
@@ -73,85 +67,6 @@ pub fn detokenize(model: &Path, ids: Option<&str>, jsonl: Option<&Path>, special
             }
         }
         _ => return Err("give the ids or --jsonl FILE, not both".into()),
-    }
-    Ok(())
-}
-
-/// What `rgml chat` does.
-#[derive(Clone, Debug)]
-pub struct ChatOptions {
-    /// A system message opening the conversation.
-    pub system: Option<String>,
-    /// Tokens per reply at most (`None`: until an end-of-generation token).
-    pub n_predict: Option<usize>,
-    /// The sampler, its seed resolved.
-    pub sampling: SamplerParams,
-    /// Do not stop replies at end-of-generation tokens.
-    pub ignore_eos: bool,
-    /// The KV cache's size and type.
-    pub load: LoadOptions,
-}
-
-/// `rgml chat`: user turns from `input` line by line (empty lines skipped), each reply
-/// streamed to standard output; the conversation stays in the KV cache, so each turn
-/// evaluates only its new tokens. Ends at the end of `input` or when the cache is full.
-pub fn chat<B: Backend>(model: &Path, opts: &ChatOptions, backend: B, input: impl BufRead) -> Result<(), String> {
-    let file = GgufFile::open(model).map_err(|e| format!("{}: {e}", model.display()))?;
-    let tok = require_tokenizer(&file, model)?;
-    let (template, origin) = template_for(&file, &tok).map_err(|e| e.to_string())?;
-    match origin {
-        TemplateOrigin::File => {}
-        TemplateOrigin::Builtin(name) => {
-            eprintln!("the file has no chat template: using rgml's built-in {name} template")
-        }
-        TemplateOrigin::ChatMl => eprintln!("the file has no chat template: using ChatML, as llama.cpp does"),
-    }
-    let mut m = Model::load_with(model, opts.load, backend).map_err(|e| e.to_string())?;
-    let mut sampler = Sampler::new(opts.sampling, m.hp.n_vocab).map_err(|e| e.to_string())?;
-    eprintln!("seed: {}", opts.sampling.seed);
-    let mut conv = Conversation::new(&tok, template, opts.system.as_deref());
-    let gen = GenerateOptions { max_tokens: opts.n_predict.unwrap_or(usize::MAX), all_logits: false };
-    for line in input.lines() {
-        let line = line.map_err(|e| format!("reading standard input: {e}"))?;
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
-        let turn = conv.user_turn(line).map_err(|e| e.to_string())?;
-        m.truncate_cache(turn.keep).map_err(|e| e.to_string())?;
-        let mut dec = tok.decoder(false);
-        let mut stdout = std::io::stdout();
-        let g = m
-            .generate(
-                &turn.tokens,
-                &mut sampler,
-                gen,
-                |t| !opts.ignore_eos && tok.is_eog(t),
-                |t| {
-                    let piece = dec.push(t).unwrap_or_default();
-                    match stdout.write_all(piece.as_bytes()).and_then(|()| stdout.flush()) {
-                        Ok(()) => ControlFlow::Continue(()),
-                        Err(_) => ControlFlow::Break(()),
-                    }
-                },
-            )
-            .map_err(|e| e.to_string())?;
-        out!("{}\n", dec.finish());
-        eprintln!(
-            "[{} new prompt tokens, {} generated in {:.2} s, {} cached]",
-            turn.tokens.len(),
-            g.tokens.len(),
-            (g.prompt_time + g.gen_time).as_secs_f64(),
-            m.n_past()
-        );
-        conv.assistant_reply(&turn, &g);
-        if g.stop == Stop::ContextFull {
-            eprintln!(
-                "the KV cache is full ({} positions): the chat ends here (a larger --n-ctx allows more)",
-                m.n_ctx()
-            );
-            break;
-        }
     }
     Ok(())
 }

@@ -49,9 +49,26 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
+/// How many threads per available core a backend may ask for: a few more than cores can
+/// help where a thread stalls, thousands only exhaust the system.
+pub const MAX_THREADS_PER_CORE: usize = 4;
+
 impl CpuBackend {
     /// A backend with `threads` worker threads (0: one per core).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for more than [`MAX_THREADS_PER_CORE`] threads per core this
+    /// process may use, before any thread starts; [`Error::Unavailable`] if the system
+    /// refuses a thread.
     pub fn new(threads: usize) -> Result<CpuBackend> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let max = cores.saturating_mul(MAX_THREADS_PER_CORE);
+        if threads > max {
+            return Err(Error::Invalid(format!(
+                "{threads} threads asked for, but this machine runs {cores} at once: at most {max} \
+                 ({MAX_THREADS_PER_CORE} per core) are allowed, 0 means one per core"
+            )));
+        }
         let pool = GraphPool::new(threads)?;
         let gemm = rayon::ThreadPoolBuilder::new()
             .num_threads(pool.threads())

@@ -23,7 +23,7 @@ mod softmax;
 mod storage;
 mod vexp;
 
-pub use backend::{CpuBackend, CpuRules};
+pub use backend::{CpuBackend, CpuRules, MAX_THREADS_PER_CORE};
 pub use storage::CpuStorage;
 
 #[cfg(test)]
