@@ -57,7 +57,8 @@ for line in sys.stdin:
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul --test cuda_attention \
         --test cuda_graphs | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split --test arch_cuda | copy_tests
-    cargo build --release -p rgml-models --bin rgml --example synthetic_llama
+    cargo build --release -p rgml-cli --bin rgml
+    cargo build --release -p rgml-models --example synthetic_llama
     cp target/release/rgml "$BIN/rgml"
     cp target/release/examples/synthetic_llama "$BIN/synthetic_llama"
     echo "$BIN/rgml"

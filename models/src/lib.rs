@@ -1,5 +1,7 @@
-//! Model graphs built on rgml, and the pieces of the `rgml` command-line tool
-//! that tests and benchmarks share.
+//! Models on rgml: architectures, weights from GGUF files, the KV cache, tokenizers, chat
+//! templates, sampling, generation and conversations, and the model graphs the benchmarks
+//! build (an MLP, synthetic llama files). The `rgml` program and its benchmarks are the
+//! `rgml-cli` crate, on top of this one; nothing here parses arguments.
 //!
 //! Text in, text out: a model file's tokenizer and chat template, the sampler, and
 //! generation that streams whole characters:
@@ -32,25 +34,14 @@
 //! ```
 
 pub mod arch;
-pub mod backend_arg;
-pub mod bench;
-pub mod bench_cuda;
-pub mod bench_model;
 pub mod chat;
-pub mod chat_cli;
 pub mod conversation;
-pub mod demo;
 pub mod generate;
-pub mod gguf_cli;
-pub mod graph_cases;
 pub mod llama;
 pub mod mlp;
 pub mod model;
-pub mod out;
-pub mod plan_report;
-pub mod run;
+pub mod quantize;
 pub mod sampler;
 pub mod synthetic;
-pub mod text_cli;
 pub mod tokenizer;
-pub mod workloads;
+pub mod transformer;

@@ -4,6 +4,8 @@
 //! its f16 GELU table), and Q8_0 weights through the dot kernels within 5e-3
 //! (Gemma 5e-2).
 
+#![cfg(feature = "cuda")]
+
 use common::arch::{compare, dir, logits_on, reference, tolerance, CASES};
 use rgml_models::model::kv::KvType;
 use rgml_models::model::Attention;

@@ -3,6 +3,8 @@
 //! time, and a prompt in two batches. Without a CUDA device the tests print
 //! `SKIP: …` and pass; with `RGML_REQUIRE_CUDA=1` a missing device is a failure.
 
+#![cfg(feature = "cuda")]
+
 use common::{cuda, fixture, llamacpp_logits, max_diff, quantized_model, reference, tokens};
 use rgml::{AnyBackend, Backend, Error};
 use rgml_models::llama::Llama;

@@ -4,6 +4,9 @@
 //! else `SKIP: …`), against llama.cpp's logits, with the ops and types the
 //! device lacks sent to the CPU.
 
+// without the cuda feature the CUDA tests are left out, and with them some imports
+#![cfg_attr(not(feature = "cuda"), allow(unused_imports))]
+
 use common::{cuda, fixture, max_diff, reference, tokens};
 use rgml::{AnyBackend, AnyStorage, Backend, BackendStorage, Context, DType, Graph, SplitBackend};
 use rgml_models::llama::Llama;
@@ -58,6 +61,7 @@ fn a_layer_split_on_two_cpus_gives_the_single_cpus_bits() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
 fn a_model_split_between_cuda_and_the_cpu_matches_llama_cpp() {
     let Some(gpu) = cuda() else { return };
     let path = fixture("tiny_llama_f32.gguf");
@@ -75,6 +79,7 @@ fn a_model_split_between_cuda_and_the_cpu_matches_llama_cpp() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
 fn fused_attention_runs_on_cuda_in_a_split() {
     let Some(gpu) = cuda() else { return };
     let path = fixture("tiny_llama_f32.gguf");
@@ -93,6 +98,7 @@ fn fused_attention_runs_on_cuda_in_a_split() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
 fn a_node_cuda_cannot_run_goes_to_the_cpu() {
     let Some(gpu) = cuda() else { return };
     // Q4_K keys: the CUDA attention kernel lacks them, the CPU's has them; the

@@ -4,12 +4,17 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::Block;
-use crate::model::hparams::{meta, Hparams, Keys, SlidingWindow};
-use crate::model::weights::{Layer, Needs};
+use crate::transformer::blocks::Block;
+use crate::transformer::hparams::{meta, Hparams, Keys, SlidingWindow};
+use crate::transformer::weights::{Layer, Needs};
+use crate::transformer::Architecture;
 use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: true, fused_gate_up: false };
+
+/// The `gemma3` architecture.
+pub(crate) const ARCH: Architecture =
+    Architecture { name: "gemma3", rope_mode: rgml::RopeParams::NEOX, read_hparams, needs: NEEDS, block };
 
 /// Gemma 3's layers repeat five local (windowed) layers and one global one.
 const SWA_PERIOD: usize = 6;

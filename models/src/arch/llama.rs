@@ -4,11 +4,21 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::Block;
-use crate::model::weights::{Layer, Needs};
+use crate::transformer::blocks::Block;
+use crate::transformer::weights::{Layer, Needs};
+use crate::transformer::Architecture;
 use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: false };
+
+/// The `llama` architecture.
+pub(crate) const ARCH: Architecture = Architecture {
+    name: "llama",
+    rope_mode: rgml::RopeParams::NORMAL,
+    read_hparams: Architecture::no_own_hparams,
+    needs: NEEDS,
+    block,
+};
 
 /// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the query and key heads normed first
 /// where the layer has head norms (Qwen 3).

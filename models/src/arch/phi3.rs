@@ -3,12 +3,17 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::Block;
-use crate::model::hparams::{Hparams, Keys};
-use crate::model::weights::{Layer, Needs};
+use crate::transformer::blocks::Block;
+use crate::transformer::hparams::{Hparams, Keys};
+use crate::transformer::weights::{Layer, Needs};
+use crate::transformer::Architecture;
 use rgml::GluOp;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: true };
+
+/// The `phi3` architecture.
+pub(crate) const ARCH: Architecture =
+    Architecture { name: "phi3", rope_mode: rgml::RopeParams::NEOX, read_hparams, needs: NEEDS, block };
 
 /// llama.cpp turns Phi-3's sliding window off (its conversions mark it wrongly); so does rgml.
 pub(super) fn read_hparams(_k: &Keys, hp: &mut Hparams) -> Result<()> {

@@ -3,10 +3,20 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::Block;
-use crate::model::weights::{Layer, Needs};
+use crate::transformer::blocks::Block;
+use crate::transformer::weights::{Layer, Needs};
+use crate::transformer::Architecture;
 
 pub(super) const NEEDS: Needs = super::llama::NEEDS;
+
+/// The `qwen2` architecture.
+pub(crate) const ARCH: Architecture = Architecture {
+    name: "qwen2",
+    rope_mode: rgml::RopeParams::NEOX,
+    read_hparams: Architecture::no_own_hparams,
+    needs: NEEDS,
+    block,
+};
 
 /// Llama's block; the biases are in the layer's projections.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {

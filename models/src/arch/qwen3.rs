@@ -4,10 +4,20 @@
 
 use rgml::{Result, TensorId};
 
-use crate::model::blocks::Block;
-use crate::model::weights::{Layer, Needs};
+use crate::transformer::blocks::Block;
+use crate::transformer::weights::{Layer, Needs};
+use crate::transformer::Architecture;
 
 pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: false, fused_gate_up: false };
+
+/// The `qwen3` architecture.
+pub(crate) const ARCH: Architecture = Architecture {
+    name: "qwen3",
+    rope_mode: rgml::RopeParams::NEOX,
+    read_hparams: Architecture::no_own_hparams,
+    needs: NEEDS,
+    block,
+};
 
 /// Llama's block, which norms the heads where the layer has the norms.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {

@@ -3,7 +3,7 @@
 
 use rgml::{DType, Error, Result};
 
-use super::hparams::{Hparams, MAX_CONTEXT};
+use crate::transformer::hparams::{Hparams, MAX_CONTEXT};
 
 /// The element type of the KV cache (`--kv-type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

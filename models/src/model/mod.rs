@@ -14,11 +14,11 @@
 //! KV cache lives in the backend's storage (a written leaf, kept across the graphs of
 //! different batch sizes).
 
-pub mod blocks;
-pub mod hparams;
 pub mod kv;
 pub mod offload;
-pub mod weights;
+
+// the shared parts, where they were before they moved to `transformer`
+pub use crate::transformer::{blocks, hparams, weights};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,10 +28,11 @@ use rgml::{
     load_gguf, Backend, BackendStorage, Context, ContextMark, CpuBackend, DType, Error, Graph, Plan, Result, TensorId,
 };
 
-use blocks::Block;
-use hparams::Hparams;
+use crate::transformer::blocks::Block;
+use crate::transformer::hparams::Hparams;
+use crate::transformer::weights::{Globals, Layer, Loader};
+use crate::transformer::Architecture;
 use kv::KvType;
-use weights::{Globals, Layer, Loader};
 
 /// Granularity of the attended cache length (llama.cpp pads `n_kv` to 256).
 pub const KV_PAD: usize = 256;
@@ -88,6 +89,8 @@ struct Step {
 pub struct Model<B: Backend = CpuBackend> {
     /// Hyperparameters.
     pub hp: Hparams,
+    /// The architecture's description, from the registry.
+    arch: &'static Architecture,
     ctx: Context,
     n_ctx: usize,
     kv_type: KvType,
@@ -128,6 +131,7 @@ impl<B: Backend> Model<B> {
     /// memory available, before anything large is allocated.
     pub fn load_with(path: &Path, opts: LoadOptions, backend: B) -> Result<Model<B>> {
         let file = GgufFile::open(path)?;
+        let arch = crate::arch::from_gguf(&file)?;
         let hp = Hparams::from_gguf(&file)?;
         let n_ctx = opts.n_ctx.unwrap_or_else(|| kv::default_n_ctx(&hp));
         let bytes = kv::cache_bytes(&hp, n_ctx, opts.kv_type)?;
@@ -144,7 +148,7 @@ impl<B: Backend> Model<B> {
         let w = load_gguf(&mut ctx, &file)?;
         let ld = Loader { ctx: &ctx, w: &w };
         let globals = hp.globals(&ld)?;
-        let needs = hp.arch.needs();
+        let needs = arch.needs;
         let mut tensors = Vec::new();
         for i in 0..hp.n_layer {
             tensors.push(hp.layer(&ld, needs, i, (globals.tok_embd, globals.tok_embd), n_ctx)?);
@@ -163,6 +167,7 @@ impl<B: Backend> Model<B> {
             weights_only: ctx.mark(),
             max_graphs: MAX_GRAPHS,
             hp,
+            arch,
             ctx,
             n_ctx,
             kv_type: opts.kv_type,
@@ -373,7 +378,7 @@ impl<B: Backend> Model<B> {
         let mut b =
             Block { c, hp: &self.hp, pos, mask, mask_swa, n_tokens: nt, n_kv: nkv, last_only: !all_logits, fused };
         for l in &self.layers {
-            x = self.hp.arch.block(&mut b, l, x)?;
+            x = (self.arch.block)(&mut b, l, x)?;
             b.c.set_name(x, format!("l_out.{}", l.index))?;
         }
         let h = b.norm(x, self.globals.output_norm)?;

@@ -43,7 +43,7 @@ pub fn llamacpp_logits(name: &str) -> Vec<f32> {
 /// `tag` (the caller removes it).
 pub fn quantized_model(dt: rgml::DType, tag: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("rgml-llama-{tag}-{}-{}.gguf", std::process::id(), dt.name()));
-    rgml_models::gguf_cli::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
+    rgml_models::quantize::quantize(&fixture("tiny_llama_f32.gguf"), &path, dt, |_| {}).unwrap();
     path
 }
 

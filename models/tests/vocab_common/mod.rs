@@ -23,7 +23,8 @@ pub fn real_vocab_dir() -> &'static Path {
 
 /// Unpacks `tests/fixtures/{archive}` (tar.xz) into the target directory's `{name}`, once.
 fn unpack(archive: &str, name: &str) -> PathBuf {
-    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(archive);
+    // from rgml-models' tests and from rgml-cli's, which share this file
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures").join(archive);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     if dir.join(".unpacked").exists() {
         return dir;

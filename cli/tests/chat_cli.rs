@@ -2,7 +2,10 @@
 //! them: templates that loop or grow without end (in vocabulary-only files made here), a
 //! chat longer than its context, lines that are not text or are too long, absurd flags.
 
+// the model library's test helpers and fixtures, shared
+#[path = "../../models/tests/common/mod.rs"]
 mod common;
+#[path = "../../models/tests/vocab_common/mod.rs"]
 mod vocab_common;
 
 use std::io::Write;
@@ -88,7 +91,7 @@ fn a_chat_outlives_its_context_and_bad_lines() {
     }
     input.extend_from_slice(format!("{}\n", "long ".repeat(40)).as_bytes());
     input.extend_from_slice(b"bad \xff\xfe bytes\n");
-    input.extend(std::iter::repeat_n(b'y', rgml_models::chat_cli::MAX_LINE_BYTES + 1));
+    input.extend(std::iter::repeat_n(b'y', rgml_cli::chat_cli::MAX_LINE_BYTES + 1));
     input.extend_from_slice(b"\nstill here\n");
     let args = ["chat", model.to_str().unwrap(), "--n-ctx", "64", "-n", "8", "--ignore-eos", "--seed", "1"];
     let (o, _) = rgml_limited(&args, &input, 4096);
@@ -103,7 +106,7 @@ fn a_chat_outlives_its_context_and_bad_lines() {
     assert!(err.contains("error: line 7:") && err.contains("positions with only the system prompt"), "{err}");
     assert!(err.contains("error: line 8 is not UTF-8 text (invalid byte at offset 4)"), "{err}");
     assert!(
-        err.contains(&format!("error: line 9 is longer than {} bytes", rgml_models::chat_cli::MAX_LINE_BYTES)),
+        err.contains(&format!("error: line 9 is longer than {} bytes", rgml_cli::chat_cli::MAX_LINE_BYTES)),
         "{err}"
     );
     // every turn fit: the cache never held more than its 64 positions

@@ -2,6 +2,8 @@
 //! allocates anything: absurd hyperparameters, tensors of the wrong shape, unknown
 //! architectures and rope scaling types, caches too large for the machine.
 
+// the model library's test helpers and fixtures, shared
+#[path = "../../models/tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;

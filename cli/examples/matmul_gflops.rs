@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use rgml::{CpuBackend, DType, Plan, CPU_ALIGNMENT};
-use rgml_models::workloads;
+use rgml_cli::workloads;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

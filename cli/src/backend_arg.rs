@@ -6,8 +6,8 @@ use std::path::Path;
 use rgml::gguf::GgufFile;
 use rgml::{AnyBackend, Error, Result};
 
-use crate::model::hparams::Hparams;
-use crate::model::offload;
+use rgml_models::model::hparams::Hparams;
+use rgml_models::model::offload;
 
 /// Which backend a command runs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

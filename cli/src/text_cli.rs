@@ -6,8 +6,8 @@ use rgml::gguf::GgufFile;
 
 use crate::outln;
 use crate::run::require_tokenizer;
-use crate::sampler::SamplerParams;
-use crate::tokenizer::Tokenizer;
+use rgml_models::sampler::SamplerParams;
+use rgml_models::tokenizer::Tokenizer;
 
 fn open_tokenizer(model: &Path) -> Result<Tokenizer, String> {
     let file = GgufFile::open(model).map_err(|e| format!("{}: {e}", model.display()))?;

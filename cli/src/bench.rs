@@ -7,11 +7,11 @@
 
 use std::time::Instant;
 
-use crate::model::kv::KvType;
-use crate::model::{argmax, LoadOptions, Model};
-use crate::synthetic::{synthetic_llama, LlamaDims};
 use crate::workloads::{self, Workload};
 use rgml::CpuBackend;
+use rgml_models::model::kv::KvType;
+use rgml_models::model::{argmax, LoadOptions, Model};
+use rgml_models::synthetic::{synthetic_llama, LlamaDims};
 
 /// Bytes of the memcpy baseline.
 pub const MEMCPY_BYTES: usize = 64 << 20;

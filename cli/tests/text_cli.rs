@@ -1,7 +1,10 @@
 //! `rgml tokenize`, `detokenize`, `run` on text and `chat`: against llama.cpp's fixtures,
 //! on the tiny llama, on bad input, and (where the file is there) on SmolLM2-135M-Instruct.
 
+// the model library's test helpers and fixtures, shared
+#[path = "../../models/tests/common/mod.rs"]
 mod common;
+#[path = "../../models/tests/vocab_common/mod.rs"]
 mod vocab_common;
 
 use std::io::Write;
@@ -51,7 +54,7 @@ fn tiny() -> String {
 }
 
 fn chat_fixtures(model: &str) -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/chat.jsonl");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tokenizer/chat.jsonl");
     let text = std::fs::read_to_string(path).unwrap();
     text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|c| c["model"] == model).collect()
 }

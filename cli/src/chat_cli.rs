@@ -8,12 +8,12 @@ use std::path::Path;
 use rgml::gguf::GgufFile;
 use rgml::Backend;
 
-use crate::conversation::{template_for, ContextBudget, Conversation, ConversationError, TemplateOrigin};
-use crate::generate::{GenerateOptions, Stop};
-use crate::model::{LoadOptions, Model};
 use crate::out;
 use crate::run::require_tokenizer;
-use crate::sampler::{Sampler, SamplerParams};
+use rgml_models::conversation::{template_for, ContextBudget, Conversation, ConversationError, TemplateOrigin};
+use rgml_models::generate::{GenerateOptions, Stop};
+use rgml_models::model::{LoadOptions, Model};
+use rgml_models::sampler::{Sampler, SamplerParams};
 
 /// The longest input line taken as a turn: 1 MiB, about a quarter of a million tokens,
 /// more than any context rgml runs; a longer line is an error for that line.

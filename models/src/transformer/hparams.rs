@@ -5,8 +5,6 @@
 use rgml::gguf::{GgufFile, Value};
 use rgml::{Error, Result, RopeParams};
 
-use crate::arch::Arch;
-
 /// The largest context length rgml accepts from a file (2^24 positions).
 pub const MAX_CONTEXT: usize = 1 << 24;
 /// The most layers a file may declare (llama.cpp's `LLAMA_MAX_LAYERS`).
@@ -80,8 +78,9 @@ pub struct SlidingWindow {
 /// A model's hyperparameters, from the GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hparams {
-    /// The architecture (`general.architecture`).
-    pub arch: Arch,
+    /// The architecture's GGUF name (`general.architecture`; [`crate::arch::ARCHS`] has
+    /// its description).
+    pub arch: &'static str,
     /// Vocabulary size.
     pub n_vocab: usize,
     /// Embedding width.
@@ -145,7 +144,7 @@ impl Hparams {
             "architecture {}: {} layers, n_embd {}, {} heads ({} kv) of {} (values {}), n_ff {}, vocab {}, \
              context {}, rms eps {:e}\nrope: {mode}, {} dims, base {}, scale {} ({:?}, original context {}, \
              ext {}, attn {}), attention scale {}",
-            self.arch.name(),
+            self.arch,
             self.n_layer,
             self.n_embd,
             self.n_head,
@@ -176,15 +175,14 @@ impl Hparams {
         s
     }
 
-    /// Reads and checks the hyperparameters of `f`: the keys every architecture has, then
-    /// the architecture's own ([`Arch::read_hparams`]).
+    /// Reads and checks the hyperparameters every architecture has from `f`, a file of the
+    /// architecture named `arch` whose heads rotate as `rope_mode` says. The architecture's
+    /// own keys come after (`Hparams::from_gguf` does both).
     ///
     /// # Errors
-    /// [`Error::Metadata`] naming the key for a missing, mistyped or absurd value, and for
-    /// an architecture rgml does not run (the message lists the ones it does).
-    pub fn from_gguf(f: &GgufFile) -> Result<Hparams> {
-        let arch = Arch::from_gguf(f)?;
-        let k = Keys { f, prefix: arch.name() };
+    /// [`Error::Metadata`] naming the key for a missing, mistyped or absurd value.
+    pub fn read_common(f: &GgufFile, arch: &'static str, rope_mode: i32) -> Result<Hparams> {
+        let k = Keys { f, prefix: arch };
         let n_layer = k.count("block_count", 1, MAX_LAYERS)?;
         let n_embd = k.count("embedding_length", 1, 1 << 20)?;
         let n_head = k.count("attention.head_count", 1, 1 << 16)?;
@@ -222,8 +220,8 @@ impl Hparams {
         if n_vocab == 0 {
             return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
         }
-        let rope = read_rope(&k, arch, n_rot, n_ctx_train)?;
-        let mut hp = Hparams {
+        let rope = read_rope(&k, rope_mode, n_rot, n_ctx_train)?;
+        let hp = Hparams {
             arch,
             n_vocab,
             n_embd,
@@ -246,7 +244,6 @@ impl Hparams {
                 format!("{} is not a usable epsilon", hp.rms_eps),
             ));
         }
-        arch.read_hparams(&k, &mut hp)?;
         Ok(hp)
     }
 }
@@ -296,7 +293,7 @@ pub(crate) fn meta(key: &str, msg: impl Into<String>) -> Error {
 /// The rope settings as llama.cpp derives them for a context (`llama_context`'s
 /// constructor): the scaling type (default linear), the factor, and YaRN's
 /// extrapolation mix and magnitude correction.
-fn read_rope(k: &Keys, arch: Arch, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
+fn read_rope(k: &Keys, mode: i32, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
     let freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
     let scaling = match k.opt_str("rope.scaling.type")?.unwrap_or("linear") {
         "none" => RopeScaling::None,
@@ -328,7 +325,7 @@ fn read_rope(k: &Keys, arch: Arch, n_rot: usize, n_ctx_train: usize) -> Result<R
     }
     attn_factor *= k.opt_f32("rope.scaling.attn_factor")?.unwrap_or(1.0);
     Ok(Rope {
-        mode: arch.rope_mode(),
+        mode,
         n_rot,
         freq_base,
         freq_scale,

@@ -4,13 +4,12 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use rgml_models::backend_arg::BackendArg;
-use rgml_models::chat_cli;
+use rgml_cli::backend_arg::BackendArg;
+use rgml_cli::chat_cli;
+use rgml_cli::run::{Prompt, RunOptions};
+use rgml_cli::text_cli::{self, SamplingArgs};
+use rgml_cli::{graph_cases, out, outln};
 use rgml_models::model::kv::KvType;
-use rgml_models::run::{Prompt, RunOptions};
-use rgml_models::synthetic::LlamaDims;
-use rgml_models::text_cli::{self, SamplingArgs};
-use rgml_models::{graph_cases, out, outln};
 
 #[derive(Parser)]
 #[command(name = "rgml", version, about = "A ggml-style static compute graph executor")]
@@ -333,23 +332,23 @@ fn main() -> ExitCode {
             on.open().map_err(|e| e.to_string()).and_then(|b| eval(&cases, emit.as_deref(), &b))
         }
         Cmd::Demo { n, threads } => {
-            rgml_models::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            rgml_cli::demo::run(n, threads).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Cmd::Bench(a) => bench(a),
-        Cmd::Inspect { file } => rgml_models::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
+        Cmd::Inspect { file } => rgml_cli::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             out!("{s}");
             outln!("\nmodel:\n  {}", rgml_models::model::describe_file(&file).replace('\n', "\n  "));
             ExitCode::SUCCESS
         }),
         Cmd::Dump { file, tensor, out } => {
-            rgml_models::gguf_cli::dump(&file, &tensor, &out).map_err(|e| e.to_string()).map(|n| {
+            rgml_cli::gguf_cli::dump(&file, &tensor, &out).map_err(|e| e.to_string()).map(|n| {
                 outln!("wrote {n} f32 values to {}", out.display());
                 ExitCode::SUCCESS
             })
         }
         Cmd::Quantize { input, output, dtype } => match rgml::DType::from_name(&dtype) {
             None => Err(format!("unknown type {dtype}")),
-            Some(t) => rgml_models::gguf_cli::quantize(&input, &output, t, |line| outln!("{line}"))
+            Some(t) => rgml_models::quantize::quantize(&input, &output, t, |line| outln!("{line}"))
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
@@ -369,7 +368,7 @@ fn main() -> ExitCode {
                 logits_out: logits,
                 load: exec.load(),
             };
-            exec.backend(&model).and_then(|b| rgml_models::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
+            exec.backend(&model).and_then(|b| rgml_cli::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
             let opts = chat_cli::ChatOptions {
@@ -398,7 +397,7 @@ fn main() -> ExitCode {
                 outln!("wrote {}", out.display());
                 ExitCode::SUCCESS
             }),
-        Cmd::Plan => rgml_models::plan_report::all().map(|rs| {
+        Cmd::Plan => rgml_cli::plan_report::all().map(|rs| {
             rs.iter().for_each(|r| outln!("{r}"));
             ExitCode::SUCCESS
         }),
@@ -469,7 +468,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
         BackendArg::Cpu if a.types.is_some() => {
             let types = a.types.as_deref().unwrap_or_default();
             let (n, reps) = (a.n.unwrap_or(4096), a.reps.unwrap_or(15));
-            rgml_models::bench::run_matvecs(a.threads, (n, a.act_rows), reps, types, |r| {
+            rgml_cli::bench::run_matvecs(a.threads, (n, a.act_rows), reps, types, |r| {
                 outln!("{}", if a.json { r.json() } else { r.table_line() });
             })?;
             Ok(ExitCode::SUCCESS)
@@ -479,7 +478,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
 }
 
 fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String> {
-    use rgml_models::bench_model::{model_speed, ModelBench};
+    use rgml_cli::bench_model::{model_speed, ModelBench};
     let b = ModelBench {
         prompt_tokens: a.prompt_tokens,
         gen_tokens: a.gen_tokens,
@@ -513,14 +512,21 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         [("prompt", &s.prompt_profile, tokens(b.prompt_tokens)), ("generation", &s.gen_profile, tokens(b.gen_tokens))]
     {
         if let Some(p) = p {
-            eprintln!("\n{what}: time per op kind per token\n{}", rgml_models::bench_model::profile_table(p, n));
+            eprintln!("\n{what}: time per op kind per token\n{}", rgml_cli::bench_model::profile_table(p, n));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// `rgml bench --backend cuda` in a program built without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+fn bench_cuda(_: &BenchArgs) -> Result<ExitCode, String> {
+    Err("this rgml was built without the cuda feature: --backend cuda is not available".into())
+}
+
+#[cfg(feature = "cuda")]
 fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
-    use rgml_models::{bench, bench_cuda};
+    use rgml_cli::{bench, bench_cuda};
     let mut sizes = bench_cuda::Sizes::default();
     if let Some(n) = a.n {
         sizes.n = n;
@@ -558,7 +564,8 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
         for graphs in [false, true] {
             let how = format!("{be:?}, CUDA graphs {}", if graphs { "on" } else { "off" });
             let b = be.clone().with_graphs(graphs);
-            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, LlamaDims::BENCH, (64, 32), a.kv_type)?;
+            let dims = rgml_models::synthetic::LlamaDims::BENCH;
+            let s = bench::llama_speed_on(b, &how, rgml::DType::Q4_0, dims, (64, 32), a.kv_type)?;
             print_llama(json, &format!("llama-q4_0-cuda{}", if graphs { "-graphs" } else { "" }), &s);
         }
     }
@@ -566,7 +573,7 @@ fn bench_cuda(a: &BenchArgs) -> Result<ExitCode, String> {
 }
 
 /// One synthetic-llama row: a JSON object or a line of text.
-fn print_llama(json: bool, name: &str, s: &rgml_models::bench::LlamaSpeed) {
+fn print_llama(json: bool, name: &str, s: &rgml_cli::bench::LlamaSpeed) {
     if json {
         outln!(
             "{}",
@@ -578,7 +585,7 @@ fn print_llama(json: bool, name: &str, s: &rgml_models::bench::LlamaSpeed) {
 }
 
 fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool, kv: KvType) -> Result<ExitCode, String> {
-    use rgml_models::bench;
+    use rgml_cli::bench;
     if !json {
         outln!("{}", bench::table_header());
     }

@@ -1,4 +1,4 @@
-//! Criterion benchmarks of the standard workloads (see `rgml_models::workloads`), with
+//! Criterion benchmarks of the standard workloads (see `rgml_cli::workloads`), with
 //! a 64 MiB memcpy in the same group as the baseline. Throughput is bytes read
 //! plus written, for the workloads and for memcpy alike. The `mul_mat` group
 //! (W4, W5, and W5 Q4_0 with mapped, repacked weights) reports bytes of
@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rgml::{CpuBackend, DType, Plan, CPU_ALIGNMENT};
-use rgml_models::workloads::{self, Workload};
+use rgml_cli::workloads::{self, Workload};
 
 const N: i64 = 4096;
 const MEMCPY_BYTES: usize = 64 << 20;

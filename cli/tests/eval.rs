@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use rgml::CpuBackend;
-use rgml_models::graph_cases;
+use rgml_cli::graph_cases;
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/graph_cases_dev.jsonl")

@@ -11,6 +11,8 @@ use rgml_models::generate::{GenerateError, GenerateOptions, Stop};
 use rgml_models::llama::{argmax, Llama};
 use rgml_models::sampler::{Sampler, SamplerParams};
 
+// the model library's test helpers and fixtures, shared
+#[path = "../../models/tests/common/mod.rs"]
 mod common;
 
 const N_PREDICT: usize = 5;

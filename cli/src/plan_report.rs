@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use rgml::{Allocator, Context, CpuRules, Graph, PlanStats};
 
-use crate::mlp::Mlp;
+use rgml_models::mlp::Mlp;
 
 /// One graph's figures.
 pub struct Report {

@@ -8,13 +8,13 @@ use std::time::Instant;
 use rgml::gguf::GgufFile;
 use rgml::Backend;
 
-use crate::chat::Message;
-use crate::conversation::{prompt_text, template_for};
-use crate::generate::{GenerateOptions, Generated, Stop};
-use crate::model::{LoadOptions, Model};
 use crate::outln;
-use crate::sampler::{Sampler, SamplerParams};
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use rgml_models::chat::Message;
+use rgml_models::conversation::{prompt_text, template_for};
+use rgml_models::generate::{GenerateOptions, Generated, Stop};
+use rgml_models::model::{LoadOptions, Model};
+use rgml_models::sampler::{Sampler, SamplerParams};
+use rgml_models::tokenizer::{Tokenizer, TokenizerError};
 
 /// Where the prompt comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,7 +107,7 @@ pub fn run<B: Backend>(model: &Path, opts: &RunOptions, backend: B) -> Result<()
         model.display(),
         t.elapsed().as_secs_f64() * 1e3,
         m.backend().describe(),
-        m.hp.arch.name(),
+        m.hp.arch,
         m.hp.n_layer,
         m.hp.n_embd,
         m.hp.n_head,

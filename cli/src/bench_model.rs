@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use rgml::{Backend, Profile};
 
-use crate::model::kv::KvType;
-use crate::model::{argmax, LoadOptions, Model};
+use rgml_models::model::kv::KvType;
+use rgml_models::model::{argmax, LoadOptions, Model};
 
 /// What to time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,7 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
     }
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     Ok(ModelSpeed {
-        what: format!("{name} ({}), {} KV cache, {how}", m.hp.arch.name(), b.kv_type.dtype()),
+        what: format!("{name} ({}), {} KV cache, {how}", m.hp.arch, b.kv_type.dtype()),
         prompt_tok_s: median(&prompt_runs),
         gen_tok_s: median(&gen_runs),
         prompt_runs,

@@ -1,0 +1,11 @@
+//! What the architectures and the model runtime share: the hyperparameters read from a
+//! file, a layer's weights, the blocks transformers are built of, and [`Architecture`], the
+//! description each architecture gives of itself. Nothing here knows which architectures
+//! exist ([`crate::arch`] lists them) or how a model runs ([`crate::model`]).
+
+pub mod architecture;
+pub mod blocks;
+pub mod hparams;
+pub mod weights;
+
+pub use architecture::Architecture;
