@@ -25,6 +25,7 @@
 pub mod backend;
 pub mod context;
 pub mod cost;
+pub mod cpu_info;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
@@ -46,6 +47,7 @@ pub use backend::{
     SplitStorage,
 };
 pub use context::{Context, ContextMark};
+pub use cpu_info::CpuInfo;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Dep, Graph};

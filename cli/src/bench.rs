@@ -173,6 +173,32 @@ pub fn read_gbps(cpu: &CpuBackend, reps: usize) -> f64 {
     MEMCPY_BYTES as f64 / t / 1e9
 }
 
+/// Bytes of the buffer that measures the machine's read bandwidth, and of the weights of
+/// the streaming rows: `mib` MiB when given, else four times the last cache (so that nearly
+/// every byte comes from memory), at least 256 MiB, at most 2 GiB.
+pub fn stream_bytes(mib: Option<usize>) -> usize {
+    match mib {
+        Some(m) => m.max(1) << 20,
+        None => rgml::CpuInfo::get().l3_bytes.unwrap_or(64 << 20).saturating_mul(4).clamp(256 << 20, 2 << 30),
+    }
+}
+
+/// A buffer of `bytes` bytes for [`read_buffer_gbps`], written once so its pages exist.
+pub fn read_buffer(bytes: usize) -> Vec<f32> {
+    (0..bytes / 4).map(|i| (i % 1024) as f32).collect()
+}
+
+/// GB/s of reading `v` once on `cpu`'s pool ([`workloads::parallel_sum`]), the median of
+/// `reps` reads: with `v` larger than the caches, the machine's read bandwidth on these threads.
+pub fn read_buffer_gbps(cpu: &CpuBackend, v: &[f32], reps: usize) -> f64 {
+    let t = time::<()>(reps, || {
+        std::hint::black_box(workloads::parallel_sum(cpu, v));
+        Ok(())
+    })
+    .unwrap_or(f64::NAN);
+    std::mem::size_of_val(v) as f64 / t / 1e9
+}
+
 /// W4/W5: one `mul_mat`; GFLOP/s, and weight GB/s against the read bandwidth.
 fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
     let e = |e: rgml::Error| e.to_string();
@@ -219,6 +245,60 @@ pub fn run_matvecs(
             return Err(format!("--n {n} is not whole {dt} blocks of {}", dt.block_size()));
         }
         let r = product(&cpu, dt, (n, rows_n), reps, format!("W5-{dt}-n{rows_n}"))?;
+        each(&r);
+        rows.push(r);
+    }
+    Ok(rows)
+}
+
+/// The weight types of the model files people run, for the streaming rows.
+pub const STREAM_TYPES: [rgml::DType; 9] = {
+    use rgml::DType::*;
+    [F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K]
+};
+
+/// The streaming rows (`MV-stream-{type}`, with `repack` `…-rp`): matrix-vector products
+/// over distinct `n`×`n` weight matrices of each type, `total` bytes of them in all
+/// ([`stream_bytes`]: four times the last cache), so that a decode step's weights come
+/// from memory as a real model's do; weight GB/s against a parallel read of as many bytes on the same threads,
+/// timed alternately. The mark for every type is 0.9 of the read.
+pub fn run_stream(
+    threads: usize,
+    (n, total): (i64, usize),
+    reps: usize,
+    types: &[rgml::DType],
+    repack: bool,
+    mut each: impl FnMut(&Row),
+) -> Result<Vec<Row>, String> {
+    let e = |e: rgml::Error| e.to_string();
+    let cpu = CpuBackend::new(threads).map_err(e)?.with_repacked_weights(repack);
+    let mut rows = Vec::new();
+    for &dt in types {
+        if n % dt.block_size() as i64 != 0 {
+            return Err(format!("--n {n} is not whole {dt} blocks of {}", dt.block_size()));
+        }
+        let one = dt.row_size(n).unwrap_or(0) * n as usize;
+        let count = total.div_ceil(one.max(1));
+        let w = workloads::matvecs(dt, n, n, count).map_err(e)?;
+        let plan = rgml::Plan::naive(&w.ctx, &w.graph, rgml::CPU_ALIGNMENT).map_err(e)?;
+        let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(e)?;
+        let wbytes = w.weight_bytes().map_err(e)?;
+        let buf = read_buffer(wbytes as usize);
+        let (median_s, read, ratio) =
+            paired(reps, wbytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || read_buffer_gbps(&cpu, &buf, reps))
+                .map_err(e)?;
+        let r = Row {
+            name: format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" }),
+            what: format!("{} ({} MiB; against reading as many bytes)", w.what, wbytes >> 20),
+            threads: cpu.threads(),
+            median_s,
+            bytes: wbytes,
+            gbps: wbytes as f64 / median_s / 1e9,
+            memcpy_gbps: read,
+            ratio,
+            us_per_node: None,
+            gflops: None,
+        };
         each(&r);
         rows.push(r);
     }

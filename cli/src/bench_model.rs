@@ -8,10 +8,11 @@
 use std::path::Path;
 use std::time::Instant;
 
+use rgml::gguf::GgufFile;
 use rgml::{Backend, Profile};
 
 use rgml_models::model::kv::KvType;
-use rgml_models::model::{argmax, LoadOptions, Model};
+use rgml_models::model::{argmax, weight_bytes_per_token, LoadOptions, Model};
 
 /// What to time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,14 @@ pub struct ModelSpeed {
     pub prompt_profile: Option<Profile>,
     /// With [`ModelBench::profile`], the generations' time per op kind, over the timed passes.
     pub gen_profile: Option<Profile>,
+    /// Weight bytes one generated token reads ([`weight_bytes_per_token`]).
+    pub bytes_per_token: u64,
+    /// The machine's read bandwidth (GB/s), measured after each timed pass, the median;
+    /// `None` when no baseline was given.
+    pub read_gbps: Option<f64>,
+    /// Generation's weight GB/s as a share of the read bandwidth measured after the same
+    /// pass, the median over the passes.
+    pub gen_read_ratio: Option<f64>,
 }
 
 impl ModelSpeed {
@@ -61,18 +70,28 @@ impl ModelSpeed {
             "reps": b.reps, "kv_type": b.kv_type.dtype().to_string(),
             "prompt_tok_s": self.prompt_tok_s, "gen_tok_s": self.gen_tok_s,
             "prompt_runs": self.prompt_runs, "gen_runs": self.gen_runs,
+            "bytes_per_token": self.bytes_per_token, "read_gbps": self.read_gbps,
+            "gen_read_ratio": self.gen_read_ratio,
         })
         .to_string()
     }
 }
 
 /// Loads `path` on `backend` (`how` says how, for the report) and times it as
-/// `b` says.
-pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBench) -> Result<ModelSpeed, String> {
+/// `b` says. With `read_baseline` (the machine's read bandwidth in GB/s, measured anew
+/// at each call), generation's weight bandwidth is compared with it after every pass.
+pub fn model_speed<B: Backend>(
+    path: &Path,
+    backend: B,
+    how: &str,
+    b: &ModelBench,
+    mut read_baseline: Option<&mut dyn FnMut() -> f64>,
+) -> Result<ModelSpeed, String> {
     let e = |e: rgml::Error| e.to_string();
     if b.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
+    let bytes_per_token = weight_bytes_per_token(&GgufFile::open(path).map_err(e)?);
     let n_ctx = b.prompt_tokens.max(1) + b.gen_tokens + 1;
     let mut m =
         Model::load_with(path, LoadOptions { n_ctx: Some(n_ctx), kv_type: b.kv_type, ..Default::default() }, backend)
@@ -100,12 +119,18 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
         Ok((rate(b.prompt_tokens, prompt_s), rate(b.gen_tokens, gen_s)))
     };
     pass(&mut m, false)?;
-    let (mut prompt_runs, mut gen_runs) = (Vec::new(), Vec::new());
+    let (mut prompt_runs, mut gen_runs, mut reads, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..b.reps {
         let (p, g) = pass(&mut m, true)?;
         prompt_runs.push(p);
         gen_runs.push(g);
+        if let Some(read) = read_baseline.as_mut() {
+            let gbps = read();
+            reads.push(gbps);
+            ratios.push(g * bytes_per_token as f64 / 1e9 / gbps);
+        }
     }
+    let measured = |v: &[f64]| (!v.is_empty()).then(|| median(v));
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     Ok(ModelSpeed {
         what: format!("{name} ({}), {} KV cache, {how}", m.hp.arch, b.kv_type.dtype()),
@@ -115,6 +140,9 @@ pub fn model_speed<B: Backend>(path: &Path, backend: B, how: &str, b: &ModelBenc
         gen_runs,
         prompt_profile: b.profile.then_some(prompt_profile),
         gen_profile: b.profile.then_some(gen_profile),
+        bytes_per_token,
+        read_gbps: measured(&reads),
+        gen_read_ratio: measured(&ratios),
     })
 }
 

@@ -317,6 +317,17 @@ struct BenchArgs {
     /// comma-separated (`q5_1,q6_K,iq4_xs`; CPU only).
     #[arg(long, value_delimiter = ',', value_parser = parse_dtype)]
     types: Option<Vec<rgml::DType>>,
+    /// The streaming rows: matrix-vector products over weights four times the last cache
+    /// (of --types, default the types model files use), each against reading as many bytes.
+    #[arg(long)]
+    stream: bool,
+    /// With --stream: repack the weights for the tile kernels first (as model loads do).
+    #[arg(long, requires = "stream")]
+    stream_repack: bool,
+    /// MiB of weights the streaming rows read, and of the buffer that measures the read
+    /// bandwidth beside --model (default four times the last cache, 256 MiB to 2 GiB).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    stream_mib: Option<u64>,
     /// With --types: activation rows of those products (default 1).
     #[arg(long, default_value_t = 1)]
     act_rows: i64,
@@ -465,6 +476,18 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
         BackendArg::Cpu if a.device.is_some() || a.mm.is_some() || a.matvec.is_some() => {
             Err("--device, --mm and --matvec need --backend cuda".into())
         }
+        BackendArg::Cpu if a.stream => {
+            let types = a.types.as_deref().unwrap_or(&rgml_cli::bench::STREAM_TYPES);
+            let (n, reps) = (a.n.unwrap_or(4096), a.reps.unwrap_or(5));
+            if !a.json {
+                outln!("CPU: {}", rgml::CpuInfo::get().describe());
+            }
+            let total = rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize));
+            rgml_cli::bench::run_stream(a.threads, (n, total), reps, types, a.stream_repack, |r| {
+                outln!("{}", if a.json { r.json() } else { r.table_line() });
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         BackendArg::Cpu if a.types.is_some() => {
             let types = a.types.as_deref().unwrap_or_default();
             let (n, reps) = (a.n.unwrap_or(4096), a.reps.unwrap_or(15));
@@ -493,11 +516,21 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         .and_then(|be| be.with_profile(a.profile))
         .map_err(|e| e.to_string())?;
     let how = format!("{backend:?}{}", if backend.repacks_weights() { ", repacked" } else { "" });
-    let s = model_speed(path, backend, &how, &b)?;
+    // on the CPU, generation against the machine's read bandwidth on as many threads
+    let reader = match a.backend {
+        BackendArg::Cpu => {
+            let cpu = rgml::CpuBackend::new(a.threads).map_err(|e| e.to_string())?;
+            Some((cpu, rgml_cli::bench::read_buffer(rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)))))
+        }
+        BackendArg::Cuda => None,
+    };
+    let mut read = reader.as_ref().map(|(cpu, buf)| move || rgml_cli::bench::read_buffer_gbps(cpu, buf, 3));
+    let s = model_speed(path, backend, &how, &b, read.as_mut().map(|f| f as &mut dyn FnMut() -> f64))?;
     if a.json {
         outln!("{}", s.json(&b));
     } else {
         let runs = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
+        outln!("CPU: {}", rgml::CpuInfo::get().describe());
         outln!("{}", s.what);
         outln!(
             "prompt     {:>4} tokens: {:>8.1} tok/s  (passes: {})",
@@ -506,6 +539,17 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
             runs(&s.prompt_runs)
         );
         outln!("generation {:>4} tokens: {:>8.1} tok/s  (passes: {})", b.gen_tokens, s.gen_tok_s, runs(&s.gen_runs));
+        let per_token = s.bytes_per_token as f64 / 1e6;
+        match (s.read_gbps, s.gen_read_ratio) {
+            (Some(read), Some(ratio)) => outln!(
+                "weights per token {per_token:.1} MB: generation reads {:.1} GB/s, {ratio:.2} of the machine's {read:.1} GB/s \
+                 read bandwidth ({} MiB read on as many threads), bound {:.1} tok/s",
+                s.gen_tok_s * per_token / 1e3,
+                rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)) >> 20,
+                read * 1e3 / per_token
+            ),
+            _ => outln!("weights per token {per_token:.1} MB: generation reads {:.1} GB/s", s.gen_tok_s * per_token / 1e3),
+        }
     }
     let tokens = |n: usize| n * b.reps;
     for (what, p, n) in

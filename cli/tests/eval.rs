@@ -137,6 +137,51 @@ fn cli_bench_json_lines() {
     );
 }
 
+/// `rgml bench --stream`: one row per type, each against a read of as many bytes, and
+/// the CPU named first.
+#[test]
+fn cli_bench_stream_rows() {
+    let args = ["bench", "--stream", "--n", "256", "--types", "q8_0,q4_0", "--stream-mib", "2", "--reps", "1"];
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("CPU: ") && lines[0].contains("L3"), "{stdout}");
+    assert!(lines[1].starts_with("MV-stream-q8_0") && lines[2].starts_with("MV-stream-q4_0"), "{stdout}");
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).arg("--json").output().unwrap();
+    for l in String::from_utf8_lossy(&run.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        // 2 MiB of weights: 29 matrices of 256x256 Q8_0
+        assert!(v["bytes"].as_u64().unwrap() >= 2 << 20 && v["ratio"].as_f64().unwrap() > 0.0, "{v}");
+    }
+}
+
+/// `rgml bench --model`: the CPU, the weight bytes a token reads (every tensor, one row of
+/// the token embeddings when the output matrix is its own) and generation against the
+/// machine's read bandwidth.
+#[test]
+fn cli_bench_model_reports_bytes_and_bandwidth() {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_llama/tiny_llama_f32.gguf");
+    let f = rgml::gguf::GgufFile::open(&model).unwrap();
+    let embd = f.tensor("token_embd.weight").unwrap();
+    assert!(f.tensor("output.weight").is_some(), "the tiny llama has its own output matrix");
+    let all: usize = f.tensors().iter().map(|t| t.size).sum();
+    let per_token = all - embd.size + embd.size / embd.ne[1] as usize;
+    let args =
+        ["bench", "--model", model.to_str().unwrap(), "--reps", "1", "--prompt-tokens", "4", "--gen-tokens", "4"];
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).args(["--stream-mib", "8"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.starts_with("CPU: "), "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("weights per token")).unwrap();
+    assert!(line.contains(&format!("{:.1} MB", per_token as f64 / 1e6)) && line.contains("read bandwidth"), "{line}");
+    let run =
+        Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).args(["--stream-mib", "8", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&run.stdout).trim()).unwrap();
+    assert_eq!(v["bytes_per_token"].as_u64(), Some(per_token as u64));
+    assert!(v["read_gbps"].as_f64().unwrap() > 0.0 && v["gen_read_ratio"].as_f64().unwrap() > 0.0, "{v}");
+}
+
 /// `rgml eval … | head -0`: output into a closed pipe ends the process quietly
 /// with success (no `println!` panic).
 #[test]

@@ -400,6 +400,21 @@ pub fn describe_file(path: &Path) -> String {
     }
 }
 
+/// Bytes of weights one decode step reads from the model file `f`: every tensor, but of
+/// the token embeddings one row, unless the output projection is tied to them (no
+/// `output.weight`: then the whole matrix is read for the logits). The bound on decode
+/// speed is the machine's read bandwidth divided by this.
+pub fn weight_bytes_per_token(f: &GgufFile) -> u64 {
+    let tied = f.tensor("output.weight").is_none();
+    f.tensors()
+        .iter()
+        .map(|t| match t.name.as_str() {
+            "token_embd.weight" if !tied => t.size / t.ne[1].max(1) as usize,
+            _ => t.size,
+        } as u64)
+        .sum()
+}
+
 /// Index of the largest value (the first on ties).
 pub fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;
