@@ -201,12 +201,16 @@ pub fn read_buffer_gbps(cpu: &CpuBackend, v: &[f32], reps: usize) -> f64 {
 
 /// W4/W5: one `mul_mat`; GFLOP/s, and weight GB/s against the read bandwidth.
 fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
+    run_weights(cpu, w, reps, || read_gbps(cpu, reps))
+}
+
+/// A workload of products: GFLOP/s, and weight GB/s against `read` (GB/s), alternating.
+fn run_weights(cpu: &CpuBackend, w: &Workload, reps: usize, read: impl FnMut() -> f64) -> Result<Row, String> {
     let e = |e: rgml::Error| e.to_string();
     let plan = rgml::Plan::naive(&w.ctx, &w.graph, rgml::CPU_ALIGNMENT).map_err(e)?;
     let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(e)?;
     let wbytes = w.weight_bytes().map_err(e)?;
-    let (median_s, read, ratio) =
-        paired(reps, wbytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || read_gbps(cpu, reps)).map_err(e)?;
+    let (median_s, read, ratio) = paired(reps, wbytes, || cpu.compute(&w.ctx, &w.graph, &mut st), read).map_err(e)?;
     Ok(Row {
         name: w.name.to_string(),
         what: w.what.clone(),
@@ -280,25 +284,10 @@ pub fn run_stream(
         let one = dt.row_size(n).unwrap_or(0) * n as usize;
         let count = total.div_ceil(one.max(1));
         let w = workloads::matvecs(dt, n, n, count).map_err(e)?;
-        let plan = rgml::Plan::naive(&w.ctx, &w.graph, rgml::CPU_ALIGNMENT).map_err(e)?;
-        let mut st = cpu.alloc(&w.ctx, &w.graph, plan).map_err(e)?;
-        let wbytes = w.weight_bytes().map_err(e)?;
-        let buf = read_buffer(wbytes as usize);
-        let (median_s, read, ratio) =
-            paired(reps, wbytes, || cpu.compute(&w.ctx, &w.graph, &mut st), || read_buffer_gbps(&cpu, &buf, reps))
-                .map_err(e)?;
-        let r = Row {
-            name: format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" }),
-            what: format!("{} ({} MiB; against reading as many bytes)", w.what, wbytes >> 20),
-            threads: cpu.threads(),
-            median_s,
-            bytes: wbytes,
-            gbps: wbytes as f64 / median_s / 1e9,
-            memcpy_gbps: read,
-            ratio,
-            us_per_node: None,
-            gflops: None,
-        };
+        let buf = read_buffer(w.weight_bytes().map_err(e)? as usize);
+        let mut r = run_weights(&cpu, &w, reps, || read_buffer_gbps(&cpu, &buf, reps))?;
+        r.name = format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" });
+        r.what = format!("{} ({} MiB; against reading as many bytes)", w.what, r.bytes >> 20);
         each(&r);
         rows.push(r);
     }
