@@ -184,8 +184,15 @@ pub fn stream_bytes(mib: Option<usize>) -> usize {
 }
 
 /// A buffer of `bytes` bytes for [`read_buffer_gbps`], written once so its pages exist.
-pub fn read_buffer(bytes: usize) -> Vec<f32> {
-    (0..bytes / 4).map(|i| (i % 1024) as f32).collect()
+///
+/// # Errors
+/// The system refused the memory.
+pub fn read_buffer(bytes: usize) -> Result<Vec<f32>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes / 4)
+        .map_err(|_| format!("out of memory: the {} MiB read buffer could not be allocated", bytes >> 20))?;
+    v.extend((0..bytes / 4).map(|i| (i % 1024) as f32));
+    Ok(v)
 }
 
 /// GB/s of reading `v` once on `cpu`'s pool ([`workloads::parallel_sum`]), the median of
@@ -284,7 +291,7 @@ pub fn run_stream(
         let one = dt.row_size(n).unwrap_or(0) * n as usize;
         let count = total.div_ceil(one.max(1));
         let w = workloads::matvecs(dt, n, n, count).map_err(e)?;
-        let buf = read_buffer(w.weight_bytes().map_err(e)? as usize);
+        let buf = read_buffer(w.weight_bytes().map_err(e)? as usize)?;
         let mut r = run_weights(&cpu, &w, reps, || read_buffer_gbps(&cpu, &buf, reps))?;
         r.name = format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" });
         r.what = format!("{} ({} MiB; against reading as many bytes)", w.what, r.bytes >> 20);

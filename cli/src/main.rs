@@ -326,7 +326,7 @@ struct BenchArgs {
     stream_repack: bool,
     /// MiB of weights the streaming rows read, and of the buffer that measures the read
     /// bandwidth beside --model (default four times the last cache, 256 MiB to 2 GiB).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16384))]
     stream_mib: Option<u64>,
     /// With --types: activation rows of those products (default 1).
     #[arg(long, default_value_t = 1)]
@@ -520,7 +520,7 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
     let reader = match a.backend {
         BackendArg::Cpu => {
             let cpu = rgml::CpuBackend::new(a.threads).map_err(|e| e.to_string())?;
-            Some((cpu, rgml_cli::bench::read_buffer(rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)))))
+            Some((cpu, rgml_cli::bench::read_buffer(rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)))?))
         }
         BackendArg::Cuda => None,
     };
