@@ -398,7 +398,6 @@ fn check_format_widths(format: &str, limit: usize) -> Result<(), Error> {
 /// fuel for the text as it grows and stopping at `limit` bytes: its own version checks
 /// neither when the separator is empty.
 fn py_join(state: &State, sep: &str, args: &[Value], limit: usize) -> Result<Value, Error> {
-    use std::fmt::Write;
     let (items,): (&Value,) = from_args(args)?;
     let mut out = String::new();
     for (i, item) in items.try_iter()?.enumerate() {
@@ -407,9 +406,8 @@ fn py_join(state: &State, sep: &str, args: &[Value], limit: usize) -> Result<Val
             out.push_str(sep);
         }
         match item.as_str() {
-            Some(text) if before + sep.len() + text.len() > limit => return Err(too_long(limit)),
             Some(text) => out.push_str(text),
-            None => write!(out, "{item}").map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot join"))?,
+            None => push_display(&item, &mut out, limit)?,
         }
         check_len(&out, limit)?;
         state.consume_fuel((out.len() - before) as u64 / 64 + 1)?;

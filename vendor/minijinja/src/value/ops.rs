@@ -959,23 +959,10 @@ pub(crate) fn charge_fuel_for_container(_state: &State, _value: &Value) -> Resul
     #[cfg(feature = "fuel")]
     {
         if let Some(tracker) = _state.fuel_tracker() {
-            let cap = tracker.remaining_units().saturating_add(1);
-            let mut total = 0;
-            if let Ok(items) = _value.try_iter() {
-                let is_map = _value.kind() == ValueKind::Map;
-                for item in items {
-                    if total > cap {
-                        break;
-                    }
-                    add_deep_size(&item, 1, cap, &mut total);
-                    if is_map {
-                        if let Ok(v) = _value.get_item(&item) {
-                            add_deep_size(&v, 1, cap, &mut total);
-                        }
-                    }
-                }
-            }
-            return _state.charge_fuel(total);
+            // the container's own slots were charged with it (`charge_value`)
+            let own = (_value.len().unwrap_or(0) as u64).saturating_mul(SLOT_COST);
+            let cap = tracker.remaining_units().saturating_add(own).saturating_add(1);
+            return _state.charge_fuel(deep_size(_value, 0, cap).saturating_sub(own));
         }
     }
     Ok(())
