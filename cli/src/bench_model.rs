@@ -8,11 +8,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use rgml::gguf::GgufFile;
 use rgml::{Backend, Profile};
 
 use rgml_models::model::kv::KvType;
-use rgml_models::model::{argmax, weight_bytes_per_token, LoadOptions, Model};
+use rgml_models::model::{argmax, LoadOptions, Model};
 
 /// What to time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +51,7 @@ pub struct ModelSpeed {
     pub prompt_profile: Option<Profile>,
     /// With [`ModelBench::profile`], the generations' time per op kind, over the timed passes.
     pub gen_profile: Option<Profile>,
-    /// Weight bytes one generated token reads ([`weight_bytes_per_token`]).
+    /// Weight bytes one generated token reads ([`Model::weight_bytes_per_token`]).
     pub bytes_per_token: u64,
     /// The machine's read bandwidth (GB/s), measured after each timed pass, the median;
     /// `None` when no baseline was given.
@@ -91,12 +90,12 @@ pub fn model_speed<B: Backend>(
     if b.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
-    let bytes_per_token = weight_bytes_per_token(&GgufFile::open(path).map_err(e)?);
     let n_ctx = b.prompt_tokens.max(1) + b.gen_tokens + 1;
     let mut m =
         Model::load_with(path, LoadOptions { n_ctx: Some(n_ctx), kv_type: b.kv_type, ..Default::default() }, backend)
             .map_err(e)?;
     let n_vocab = m.hp.n_vocab as u32;
+    let bytes_per_token = m.weight_bytes_per_token();
     // a fixed spread of ids, as llama-bench feeds arbitrary tokens
     let prompt: Vec<u32> = (0..b.prompt_tokens.max(1) as u32).map(|i| (1 + i * 7919) % n_vocab).collect();
     let (mut prompt_profile, mut gen_profile) = (Profile::default(), Profile::default());

@@ -517,10 +517,11 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         .map_err(|e| e.to_string())?;
     let how = format!("{backend:?}{}", if backend.repacks_weights() { ", repacked" } else { "" });
     // on the CPU, generation against the machine's read bandwidth on as many threads
+    let stream = rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize));
     let reader = match a.backend {
         BackendArg::Cpu => {
             let cpu = rgml::CpuBackend::new(a.threads).map_err(|e| e.to_string())?;
-            Some((cpu, rgml_cli::bench::read_buffer(rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)))?))
+            Some((cpu, rgml_cli::bench::read_buffer(stream)?))
         }
         BackendArg::Cuda => None,
     };
@@ -545,7 +546,7 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
                 "weights per token {per_token:.1} MB: generation reads {:.1} GB/s, {ratio:.2} of the machine's {read:.1} GB/s \
                  read bandwidth ({} MiB read on as many threads), bound {:.1} tok/s",
                 s.gen_tok_s * per_token / 1e3,
-                rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize)) >> 20,
+                stream >> 20,
                 read * 1e3 / per_token
             ),
             _ => outln!("weights per token {per_token:.1} MB: generation reads {:.1} GB/s", s.gen_tok_s * per_token / 1e3),

@@ -35,17 +35,25 @@ pub fn from_gguf(f: &GgufFile) -> Result<&'static Architecture> {
     })
 }
 
+/// The architecture of `f` and its hyperparameters: the keys every architecture has, then
+/// the architecture's own.
+///
+/// # Errors
+/// [`rgml::Error::Metadata`] naming the key for a missing, mistyped or absurd value, and
+/// for an architecture rgml does not run (the message lists the ones it does).
+pub fn read_hparams(f: &GgufFile) -> Result<(&'static Architecture, Hparams)> {
+    let arch = from_gguf(f)?;
+    let mut hp = Hparams::read_common(f, arch.name, arch.rope_mode)?;
+    (arch.read_hparams)(&Keys { f, prefix: arch.name }, &mut hp)?;
+    Ok((arch, hp))
+}
+
 impl Hparams {
-    /// Reads and checks the hyperparameters of `f`: its architecture (one of [`ARCHS`]),
-    /// the keys every architecture has, then the architecture's own.
+    /// Reads and checks the hyperparameters of `f` ([`read_hparams`]).
     ///
     /// # Errors
-    /// [`rgml::Error::Metadata`] naming the key for a missing, mistyped or absurd value, and
-    /// for an architecture rgml does not run (the message lists the ones it does).
+    /// As [`read_hparams`].
     pub fn from_gguf(f: &GgufFile) -> Result<Hparams> {
-        let arch = from_gguf(f)?;
-        let mut hp = Hparams::read_common(f, arch.name, arch.rope_mode)?;
-        (arch.read_hparams)(&Keys { f, prefix: arch.name }, &mut hp)?;
-        Ok(hp)
+        read_hparams(f).map(|(_, hp)| hp)
     }
 }

@@ -107,6 +107,8 @@ pub struct Model<B: Backend = CpuBackend> {
     backend: B,
     storage: Option<B::Storage>,
     n_past: usize,
+    /// [`weight_bytes_per_token`] of the file.
+    bytes_per_token: u64,
 }
 
 impl Model<CpuBackend> {
@@ -131,8 +133,7 @@ impl<B: Backend> Model<B> {
     /// memory available, before anything large is allocated.
     pub fn load_with(path: &Path, opts: LoadOptions, backend: B) -> Result<Model<B>> {
         let file = GgufFile::open(path)?;
-        let arch = crate::arch::from_gguf(&file)?;
-        let hp = Hparams::from_gguf(&file)?;
+        let (arch, hp) = crate::arch::read_hparams(&file)?;
         let n_ctx = opts.n_ctx.unwrap_or_else(|| kv::default_n_ctx(&hp));
         let bytes = kv::cache_bytes(&hp, n_ctx, opts.kv_type)?;
         // the context keeps the cache's initial zeros and the backend its own copy
@@ -182,6 +183,7 @@ impl<B: Backend> Model<B> {
             backend,
             storage: None,
             n_past: 0,
+            bytes_per_token: weight_bytes_per_token(&file),
         })
     }
 
@@ -201,6 +203,10 @@ impl<B: Backend> Model<B> {
     /// Tensor headers in the model's context (weights, caches and graphs).
     pub fn context_len(&self) -> usize {
         self.ctx.len()
+    }
+    /// Weight bytes one decode step reads ([`weight_bytes_per_token`] of the file).
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        self.bytes_per_token
     }
     /// Capacity of the KV cache.
     pub fn n_ctx(&self) -> usize {
