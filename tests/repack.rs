@@ -1,9 +1,13 @@
-//! `CpuBackend::with_repacked_weights`: Q4_0 (and, at AVX-512, Q4_K) weights
-//! mapped from a GGUF file are repacked once per storage and give the bits of
-//! in-place weights, for
+//! `CpuBackend::with_repacked_weights`: weights mapped from a GGUF file whose
+//! type has a repacked tile kernel on this CPU (Q4_0 at AVX2; at AVX-512 also
+//! Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS) are repacked once per
+//! storage and give the bits of in-place weights wherever the in-place product
+//! runs the tile too (from the kernel's `min_rows`; below it the in-place
+//! product runs the dot kernels, and the repacked one agrees to rounding), for
 //! one and many activation rows, a row count that leaves a partial group, a
 //! batched (broadcast) activation, and across graphs bound to one storage;
-//! weights that are not file mappings, or not Q4_0, are not repacked.
+//! weights that are not file mappings, or of a type without such a kernel, are
+//! not repacked.
 
 mod common;
 
@@ -125,7 +129,7 @@ fn the_repacked_copy_lives_with_the_storage_across_graphs() {
 }
 
 #[test]
-fn only_mapped_q4_0_weights_are_repacked() {
+fn only_mapped_weights_of_packing_types_are_repacked() {
     let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(true);
     // the same Q4_0 bytes as an owned leaf: they may change, so they are read in place
     let path = weights_file(DType::Q4_0, "owned");
@@ -138,8 +142,8 @@ fn only_mapped_q4_0_weights_are_repacked() {
     let (got, packed) = product(&mut ctx, owned, 2, 1, &cpu);
     assert_eq!(packed, 0);
     assert_eq!(got, product(&mut ctx, mapped, 2, 1, &cpu).0, "same values, same bits");
-    // a mapped Q8_0 matrix has no repacked kernel
-    let path8 = weights_file(DType::Q8_0, "q8");
+    // a mapped Q5_1 matrix has no repacked kernel
+    let path8 = weights_file(DType::Q5_1, "q51");
     let file8 = GgufFile::open(&path8).unwrap();
     let mut ctx8 = Context::new();
     let w8 = load_gguf(&mut ctx8, &file8).unwrap().get("w").unwrap();
@@ -168,4 +172,38 @@ fn repacked_q4_k_weights_give_the_same_bits() {
         assert_eq!(bytes, expect, "n={n}");
     }
     std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn repacked_weights_of_every_packing_type_match_in_place_ones() {
+    const K5: i64 = 512;
+    let types = [DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::IQ4_NL, DType::Q5_K, DType::Q6_K, DType::IQ4_XS];
+    let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
+    for dt in types {
+        let Some(t) = tile_kernel(dt).filter(|t| t.packs()) else {
+            eprintln!("note: no repacked {dt} kernel on this CPU");
+            continue;
+        };
+        let path = weights_file_k(dt, K5, &format!("every-{dt}"));
+        let file = GgufFile::open(&path).unwrap();
+        let mut ctx = Context::new();
+        let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+        for n in [1, 2, 3, 9] {
+            let (want, _) = product_k(&mut ctx, w, K5, n, 1, &plain);
+            let (got, bytes) = product_k(&mut ctx, w, K5, n, 1, &packed);
+            assert_eq!(bytes, t.packed_group_size(K5 as usize).unwrap() * (M as usize).div_ceil(t.mr()), "{dt}");
+            if n as usize >= t.min_rows() {
+                assert_eq!(got, want, "{dt} n={n}: the same tile, the same bits");
+            } else {
+                // the in-place product ran the dot kernel: the same sums, rounded apart
+                let f = |v: &[u32]| v.iter().map(|&b| f32::from_bits(b)).collect::<Vec<_>>();
+                let (got, want) = (f(&got), f(&want));
+                let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-5 * scale, "{dt} n={n}: {g} against {w}");
+                }
+            }
+        }
+        std::fs::remove_file(&path).ok();
+    }
 }

@@ -1,6 +1,6 @@
 //! Weights repacked ahead of time (`TileKernel::pack_group` / `run_packed`:
-//! Q4_0 at AVX2 and AVX-512 VNNI, Q4_K at AVX-512 VNNI): on every group shape
-//! (1..=mr weight rows, k = 1, 3 and 129 (Q4_K: 17) blocks, 0..=37 activation rows, unaligned slices, an
+//! Q4_0 at AVX2 and AVX-512 VNNI, every type with an AVX-512 tile there): on
+//! every group shape (1..=mr weight rows, k = 1, 3 and 129 (k-quants: 17) blocks, 0..=37 activation rows, unaligned slices, an
 //! output stride wider than the group), the repacked kernel gives exactly the
 //! bits `TileKernel::run` gives on the rows themselves, and writes nothing
 //! else; `run` itself is checked against the scalar dot in `tests/tile.rs`.
@@ -14,20 +14,32 @@ use rgml::quant::quantize_row;
 use rgml::quant::tile::{packed_q4_0_block, tile_kernel_for, TileKernel};
 use rgml::{DType, Error};
 
+/// The weight types and levels with a repacked kernel.
+const PACKING: [(DType, SimdLevel); 10] = [
+    (DType::Q4_0, SimdLevel::Avx2),
+    (DType::Q4_0, SimdLevel::Avx512),
+    (DType::Q4_1, SimdLevel::Avx512),
+    (DType::Q5_0, SimdLevel::Avx512),
+    (DType::Q8_0, SimdLevel::Avx512),
+    (DType::IQ4_NL, SimdLevel::Avx512),
+    (DType::Q4_K, SimdLevel::Avx512),
+    (DType::Q5_K, SimdLevel::Avx512),
+    (DType::Q6_K, SimdLevel::Avx512),
+    (DType::IQ4_XS, SimdLevel::Avx512),
+];
+
 /// The kernels with a repacked form that this CPU runs.
 fn packing() -> Vec<TileKernel> {
-    let ts: Vec<TileKernel> =
-        [(DType::Q4_0, SimdLevel::Avx2), (DType::Q4_0, SimdLevel::Avx512), (DType::Q4_K, SimdLevel::Avx512)]
-            .into_iter()
-            .filter_map(|(w, l)| {
-                let t = tile_kernel_for(w, l);
-                if t.is_none() {
-                    eprintln!("skipped: this CPU lacks {l:?}, where {w} has a repacked kernel");
-                }
-                t
-            })
-            .collect();
-    ts
+    PACKING
+        .into_iter()
+        .filter_map(|(w, l)| {
+            let t = tile_kernel_for(w, l);
+            if t.is_none() {
+                eprintln!("skipped: this CPU lacks {l:?}, where {w} has a repacked kernel");
+            }
+            t
+        })
+        .collect()
 }
 
 /// `v` copied to start one byte past an aligned address.
@@ -148,10 +160,48 @@ fn q4_k_is_packed_by_dwords() {
     }
 }
 
+/// The bytes of a block kept outside its transposed body in a repacked group
+/// (the layout `TileKernel::pack_group` documents): (head, tail).
+fn split(w: DType) -> (usize, usize) {
+    match w {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL => (2, 0),
+        DType::Q6_K => (0, 2),
+        _ => (0, 0),
+    }
+}
+
+#[test]
+fn every_packed_layout_is_the_documented_one() {
+    for t in packing() {
+        let (w, mr) = (t.weight_type(), t.mr());
+        let (wb, (head, tail)) = (w.type_size(), split(w));
+        let body = wb - head - tail;
+        // three rows of two blocks, every byte distinct modulo 251
+        let rows: Vec<Vec<u8>> =
+            (0..3).map(|r| (0..2 * wb).map(|i| ((r * 2 * wb + i) % 251) as u8).collect()).collect();
+        let w_rows: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let k = 2 * w.block_size();
+        let mut g = vec![0u8; t.packed_group_size(k).unwrap()];
+        t.pack_group(k, &w_rows, &mut g).unwrap();
+        for b in 0..2 {
+            let blk = &g[b * wb * mr..(b + 1) * wb * mr];
+            for r in 0..mr {
+                let src = &rows[if r < 3 { r } else { 0 }][b * wb..(b + 1) * wb];
+                for v in 0..body / 4 {
+                    let at = 4 * (mr * v + r);
+                    assert_eq!(blk[at..at + 4], src[head + 4 * v..head + 4 * v + 4], "{t:?} b={b} r={r} v={v}");
+                }
+                let end = &blk[mr * body + (head + tail) * r..mr * body + (head + tail) * (r + 1)];
+                assert_eq!(end[..head], src[..head], "{t:?} head b={b} r={r}");
+                assert_eq!(end[head..], src[wb - tail..], "{t:?} tail b={b} r={r}");
+            }
+        }
+    }
+}
+
 #[test]
 fn packing_checks_its_arguments() {
-    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q8_0, SimdLevel::Avx512), (DType::Q6_K, SimdLevel::Avx512)]
-    {
+    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q8_0, SimdLevel::Avx2), (DType::Q6_K, SimdLevel::Avx2)] {
         let Some(t) = tile_kernel_for(w, l) else { continue };
         assert!(!t.packs() && t.packed_group_size(32).is_none(), "{t:?}");
         let row = vec![0u8; w.row_size(w.block_size() as i64).unwrap()];
@@ -165,8 +215,6 @@ fn packing_checks_its_arguments() {
 }
 
 fn packing_checks(t: &TileKernel) {
-    // so that mul_mat takes the tile at every batch size, repacked or not (same bits)
-    assert_eq!(t.min_rows(), 1, "{t:?}: a repacking kernel takes every row count");
     let (mr, w) = (t.mr(), t.weight_type());
     let (bs, wb) = (w.block_size(), w.type_size());
     let (k, size) = (2 * bs, 2 * wb * mr);

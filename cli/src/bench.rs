@@ -290,7 +290,7 @@ pub fn run_stream(
         }
         let one = dt.row_size(n).unwrap_or(0) * n as usize;
         let count = total.div_ceil(one.max(1));
-        let w = workloads::matvecs(dt, n, n, count).map_err(e)?;
+        let w = workloads::matvecs(dt, n, n, count, repack).map_err(e)?;
         let buf = read_buffer(w.weight_bytes().map_err(e)? as usize)?;
         let mut r = run_weights(&cpu, &w, reps, || read_buffer_gbps(&cpu, &buf, reps))?;
         r.name = format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" });

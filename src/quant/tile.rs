@@ -56,10 +56,9 @@
 //! only pays from [`TileKernel::min_rows`] activation rows (measured on an
 //! AVX-512 VNNI Xeon and an AVX2 EPYC, 4096 × 4096 weights, against [`dot_fn`]
 //! at the same level).
-//! The kernels with a repacked form take every row count, so that a product
-//! gives the same bits with and without repacked weights: at one activation
-//! row they match or beat the dot kernel (one thread, same minutes: AVX-512
-//! Q4_K 16–17 GB/s against 15.4–16, AVX2 Q4_0 11.6–12.1 against 7.5–12.4).
+//! On weights repacked ahead of time (below) a product takes the tile at every
+//! row count: with no per-call packing to amortize, one activation row is
+//! faster by tile than by dots.
 //!
 //! # Results
 //! `out[j * out_stride + i]` is the dot product of weight row `i` with
@@ -71,12 +70,18 @@
 //! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
 //!
 //! # Repacked weights
-//! Q4_0 at AVX2 and AVX-512 VNNI, and Q4_K at AVX-512 VNNI, also run on weights repacked ahead of time
-//! ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): a group of `mr`
-//! rows stored the way the kernel packs them (quant bytes transposed by
-//! dwords, scales as one f16 vector; [`packed_q4_0_block`]), so a call skips
-//! the transpose and the scale gathering and prefetches the stream ahead. The
-//! bits of the results are those of [`TileKernel::run`] on the original rows.
+//! Q4_0 at AVX2, and every type with an AVX-512 VNNI tile, also run on
+//! weights repacked ahead of time ([`TileKernel::pack_group`],
+//! [`TileKernel::run_packed`]): a group of `mr` rows stored block by block as
+//! the kernel reads them, each block's body (its bytes past a leading f16
+//! scale, or before Q6_K's trailing one) transposed by dwords across the rows
+//! and the scales after it ([`TileKernel::pack_group`] gives the layout). A
+//! call then loads vectors instead of transposing, and reads one sequential
+//! stream (with a software prefetch) instead of `mr` short ones, which the
+//! hardware's stream prefetch follows poorly: weights streamed from memory
+//! run at about the machine's read bandwidth repacked, well short of it in
+//! place. The bits of the results are those of [`TileKernel::run`] on the
+//! original rows, so a repacked product runs the tile at every row count.
 //!
 //! [`vec_dot_type`]: super::dot::vec_dot_type
 //! [`quantize_activations`]: super::dot::quantize_activations
@@ -181,7 +186,14 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     let packed: Option<RawPacked> = match (level, w) {
         (SimdLevel::Avx2, DType::Q4_0) => Some(avx2::q4_0_packed),
         (SimdLevel::Avx512, DType::Q4_0) => Some(avx512::q4_0_packed),
+        (SimdLevel::Avx512, DType::Q4_1) => Some(avx512::q4_1_packed),
+        (SimdLevel::Avx512, DType::Q5_0) => Some(avx512::q5_0_packed),
+        (SimdLevel::Avx512, DType::Q8_0) => Some(avx512::q8_0_packed),
+        (SimdLevel::Avx512, DType::IQ4_NL) => Some(avx512::iq4_nl_packed),
         (SimdLevel::Avx512, DType::Q4_K) => Some(avx512::q4_k_packed),
+        (SimdLevel::Avx512, DType::Q5_K) => Some(avx512::q5_k_packed),
+        (SimdLevel::Avx512, DType::Q6_K) => Some(avx512::q6_k_packed),
+        (SimdLevel::Avx512, DType::IQ4_XS) => Some(avx512::iq4_xs_packed),
         _ => None,
     };
     #[cfg(not(target_arch = "x86_64"))]
@@ -189,37 +201,39 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     Some(TileKernel { w, level, mr, min_rows, raw, packed })
 }
 
-/// Repacks up to `mr` rows of `nb` blocks of `wb` bytes (a multiple of 4)
-/// into `out` by dwords: dword `v` of block `b` of row `r` goes to
-/// `wb · mr · b + 4 · (mr · v + r)`; rows past `w.len()` repeat row 0.
+/// Repacks up to `mr` rows of `nb` blocks of `wb` bytes into `out` (`nb` ×
+/// `wb · mr` bytes), each block split into `head` bytes, a body (a whole
+/// number of dwords) and `tail` bytes: per block, dword `v` of row `r`'s body
+/// at `4 · (mr · v + r)` (a transpose by dwords), then row `r`'s head and tail
+/// bytes at `mr · body + (head + tail) · r`; rows past `w.len()` repeat row 0.
 /// Lengths are the caller's to check.
-fn pack_dwords(mr: usize, wb: usize, nb: usize, w: &[&[u8]], out: &mut [u8]) {
+fn pack_transposed(mr: usize, (wb, head, tail): (usize, usize, usize), nb: usize, w: &[&[u8]], out: &mut [u8]) {
+    let body = wb - head - tail;
     for (b, dst) in out.chunks_exact_mut(wb * mr).take(nb).enumerate() {
+        let (bodies, ends) = dst.split_at_mut(body * mr);
         for r in 0..mr {
             let src = &w.get(r).unwrap_or(&w[0])[b * wb..(b + 1) * wb];
-            for (v, d) in src.chunks_exact(4).enumerate() {
-                dst[4 * (mr * v + r)..4 * (mr * v + r) + 4].copy_from_slice(d);
+            for (v, d) in src[head..head + body].chunks_exact(4).enumerate() {
+                bodies[4 * (mr * v + r)..4 * (mr * v + r) + 4].copy_from_slice(d);
             }
+            let end = &mut ends[(head + tail) * r..(head + tail) * (r + 1)];
+            end[..head].copy_from_slice(&src[..head]);
+            end[head..].copy_from_slice(&src[wb - tail..]);
         }
     }
 }
 
-/// Repacks up to `mr` Q4_0 rows of `nb` blocks into `out` (`nb` ×
-/// [`packed_q4_0_block`]`(mr)` bytes): per block, vector `e` (`4 · mr` bytes)
-/// holds quant bytes `4e..4e + 4` of row `r` at `4r`, then the `mr` scales
-/// (f16, 2 bytes each); rows past `w.len()` repeat row 0. Lengths are the
-/// caller's to check.
-fn pack_q4_0_group(mr: usize, nb: usize, w: &[&[u8]], out: &mut [u8]) {
-    const QB: usize = 18;
-    for (b, dst) in out.chunks_exact_mut(packed_q4_0_block(mr)).take(nb).enumerate() {
-        for r in 0..mr {
-            let src = &w.get(r).unwrap_or(&w[0])[b * QB..(b + 1) * QB];
-            for e in 0..4 {
-                let at = 4 * mr * e + 4 * r;
-                dst[at..at + 4].copy_from_slice(&src[2 + 4 * e..6 + 4 * e]);
-            }
-            dst[16 * mr + 2 * r..16 * mr + 2 * r + 2].copy_from_slice(&src[..2]);
-        }
+/// The bytes of a block of `w` that a repacked group keeps outside its
+/// transposed body (see [`pack_transposed`]): `(head, tail)`, so that the
+/// body is whole dwords and the quants stay dword-aligned.
+fn packed_split(w: DType) -> (usize, usize) {
+    match w {
+        // an f16 scale, then quants (Q5_0: the qh word, then quants)
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL => (2, 0),
+        // quants and scales, then the f16 `d`
+        DType::Q6_K => (0, 2),
+        // whole dwords already: Q4_1's `d, m`, the k-quants' and IQ4_XS's heads
+        _ => (0, 0),
     }
 }
 
@@ -335,9 +349,9 @@ impl TileKernel {
     }
 
     /// True if this kernel can run on weights repacked ahead of time
-    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at AVX2
-    /// and AVX-512 VNNI, Q4_K at AVX-512 VNNI, where the repacked form skips
-    /// the per-call transposes.
+    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at AVX2,
+    /// every type at AVX-512 VNNI, where the repacked form skips the per-call
+    /// transposes and streams sequentially.
     pub fn packs(&self) -> bool {
         self.packed.is_some()
     }
@@ -352,19 +366,20 @@ impl TileKernel {
 
     /// Values per block and bytes per repacked block of a group (`mr` rows).
     fn packed_block(&self) -> (usize, usize) {
-        match self.w {
-            DType::Q4_K => (QK_K, 144 * self.mr),
-            _ => (QK, packed_q4_0_block(self.mr)),
-        }
+        (format(self.w).0, self.w.type_size() * self.mr)
     }
 
     /// Repacks 1 to [`TileKernel::mr`] weight rows of `k` values (in the
     /// weight type's own layout) into `out`, which must be
-    /// [`TileKernel::packed_group_size`] bytes. Q4_0: per block
-    /// [`packed_q4_0_block`]`(mr)` bytes, laid out as that function says;
-    /// Q4_K: per super-block its 36 dwords, dword `v` of row `r` at
-    /// `4 · (mr · v + r)` (a dword transpose). [`TileKernel::run_packed`] on
-    /// the result gives the bits [`TileKernel::run`] gives on the rows.
+    /// [`TileKernel::packed_group_size`] bytes: per block of the type (`wb`
+    /// bytes a row, so `wb · mr` a group), the rows' bodies transposed by
+    /// dwords (dword `v` of row `r`'s body at `4 · (mr · v + r)`), then each
+    /// row's bytes outside its body (row `r`'s at `mr · body + 2r`). The body
+    /// is the block less its leading f16 scale for Q4_0, Q5_0, Q8_0 and
+    /// IQ4_NL, less its trailing `d` for Q6_K, and the whole block otherwise
+    /// (Q4_1's `d, m` pair and the k-quants' heads are dwords already). Rows
+    /// past `w.len()` repeat row 0. [`TileKernel::run_packed`] on the result
+    /// gives the bits [`TileKernel::run`] gives on the rows.
     ///
     /// Errors with [`Error::Unsupported`] if the kernel does not pack, and with
     /// [`Error::Shape`] for a bad `k`, row count or length.
@@ -381,10 +396,8 @@ impl TileKernel {
         if out.len() != size {
             return bad(format!("out holds {} bytes, a packed group {size}", out.len()));
         }
-        match self.w {
-            DType::Q4_K => pack_dwords(self.mr, wb, nb, w, out),
-            _ => pack_q4_0_group(self.mr, nb, w, out),
-        }
+        let (head, tail) = packed_split(self.w);
+        pack_transposed(self.mr, (wb, head, tail), nb, w, out);
         Ok(())
     }
 

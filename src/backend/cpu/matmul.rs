@@ -44,7 +44,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     let mut a_tmp = None;
     let a = packed_rows(ex, a, &mut a_tmp)?;
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
-    let tile = tile::tile_kernel(wt).filter(|t| n1 >= t.min_rows() && k > 0);
+    // repacked weights take the tile at every row count: no per-call packing to amortize
+    let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some()) && k > 0);
     // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
     use crate::dtype::DType;
     let blocks_of_dots =

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::Blocks;
 use super::k::{load_acc, KC_K, NR_K, QB};
-use super::lanes::{bcast, transpose16, Rows, MR};
+use super::lanes::{bcast, Repacked, Rows, Source, MR};
 
 /// One packed IQ4_XS super-block of 16 rows: group `g`'s values `+ 128` as 8
 /// vectors (lane `r` of vector `e`: values `4e..4e + 4` of row `r`), the
@@ -34,10 +34,9 @@ struct PackedXs {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_iq4_xs(rows: &Rows, b: usize) -> PackedXs {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn pack_iq4_xs(s: &impl Source, b: usize) -> PackedXs {
     // lane r: h[0] = d | scales_h << 16, h[1] = the four scales_l bytes
-    let h = transpose16(p, off);
+    let h = s.t16(b, 0);
     let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
     let (m4, bias) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(-128));
     let scales_h = _mm512_srli_epi32::<16>(h[0]);
@@ -48,7 +47,7 @@ unsafe fn pack_iq4_xs(rows: &Rows, b: usize) -> PackedXs {
         d: _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])),
     };
     for g in 0..8 {
-        let t = transpose16(p, off + 8 + 16 * g);
+        let t = s.t16(b, 8 + 16 * g);
         for e in 0..4 {
             let (lo, hi) = (_mm512_and_si512(t[e], m4), _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4));
             out.q[g][e] = _mm512_xor_si512(_mm512_shuffle_epi8(table, lo), bias);
@@ -63,12 +62,13 @@ unsafe fn pack_iq4_xs(rows: &Rows, b: usize) -> PackedXs {
     out
 }
 
-/// IQ4_XS rows in their GGUF layout.
-struct Iq4XsRows(Rows);
+/// The super-blocks of IQ4_XS weights from a [`Source`].
+struct Iq4Xs<S>(S);
 
-impl Blocks<PackedXs> for Iq4XsRows {
+impl<S: Source> Blocks<PackedXs> for Iq4Xs<S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> PackedXs {
+        self.0.touch(b);
         pack_iq4_xs(&self.0, b)
     }
 }
@@ -111,11 +111,4 @@ unsafe fn group_xs<const N: usize>(pk: &[PackedXs], a: [*const u8; N], o: [*mut 
     }
 }
 
-/// IQ4_XS weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn iq4_xs(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, Iq4XsRows(Rows::new(w, 136)), w.len(), a, out, stride, PackedXs, group_xs)
-}
+k_kernels!(iq4_xs, iq4_xs_packed, Iq4Xs, 136, 0, PackedXs, group_xs);

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::super::common::{prefetch_ahead, Blocks};
-use super::lanes::{bcast, byte_picker, scales, transpose16, transpose32, Rows, MR};
+use super::lanes::{bcast, byte_picker, Repacked, Rows, Source, MR};
 
 /// Bytes of a Q8_K block.
 pub(super) const QB: usize = 292;
@@ -50,21 +50,20 @@ struct PackedK {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn pack_k4<const FIVE: bool>(s: &impl Source, b: usize) -> PackedK {
     // the 16-byte head of each row's super-block: d and dmin, then the 12 scale bytes
-    let h = transpose16(p, off);
+    let h = s.t16(b, 0);
     // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
     let qs = if FIVE { 48 } else { 16 };
     let mut t = [[_mm512_setzero_si512(); 8]; 4];
     for (c, tc) in t.iter_mut().enumerate() {
-        *tc = transpose32(p, off + qs + 32 * c);
+        *tc = s.t32(b, qs + 32 * c);
     }
     let mut out = decode_k4(&h, &t);
     if FIVE {
         // bit g of qh byte l is the fifth bit of value 32g + l; after g shifts of
         // a 16-bit lane, bit 0 of each byte is still that byte's bit g
-        let mut qh = transpose32(p, off + 16);
+        let mut qh = s.t32(b, 16);
         let m1 = _mm512_set1_epi8(1);
         for g in 0..8 {
             for e in 0..8 {
@@ -75,28 +74,6 @@ unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
         }
     }
     out
-}
-
-/// A repacked Q4_K super-block at `p` (`TileKernel::pack_group`: its 36
-/// dwords transposed across the 16 rows, 64 bytes each): the head's 4
-/// vectors, then the quant bytes' 32, decoded as [`pack_k4`] does.
-///
-/// # Safety
-/// `p .. p + 144 · MR` must be readable; the CPU must have AVX-512 F/BW.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn unpack_q4_k(p: *const u8) -> PackedK {
-    let mut h = [_mm512_setzero_si512(); 4];
-    for (v, hv) in h.iter_mut().enumerate() {
-        *hv = _mm512_loadu_si512(p.add(64 * v).cast());
-    }
-    let mut t = [[_mm512_setzero_si512(); 8]; 4];
-    for (c, tc) in t.iter_mut().enumerate() {
-        for (e, te) in tc.iter_mut().enumerate() {
-            *te = _mm512_loadu_si512(p.add(64 * (4 + 8 * c + e)).cast());
-        }
-    }
-    decode_k4(&h, &t)
 }
 
 /// The scales, mins, `d` and `dmin` of a Q4_K/Q5_K super-block from its
@@ -191,33 +168,23 @@ unsafe fn decode_k4(h: &[__m512i; 4], t: &[[__m512i; 8]; 4]) -> PackedK {
     out
 }
 
-/// Q4_K rows (`FIVE`: Q5_K rows) in their GGUF layout.
-struct K4Rows<const FIVE: bool>(Rows);
-/// A group of Q4_K rows repacked by `TileKernel::pack_group`.
-struct Q4KPacked(*const u8);
-/// Q6_K rows in their GGUF layout.
-struct Q6KRows(Rows);
+/// The super-blocks of Q4_K weights (`FIVE`: Q5_K) from a [`Source`].
+struct K4<S, const FIVE: bool>(S);
+/// The super-blocks of Q6_K weights from a [`Source`].
+struct Q6K<S>(S);
 
-impl<const FIVE: bool> Blocks<PackedK> for K4Rows<FIVE> {
+impl<S: Source, const FIVE: bool> Blocks<PackedK> for K4<S, FIVE> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> PackedK {
+        self.0.touch(b);
         pack_k4::<FIVE>(&self.0, b)
     }
 }
 
-impl Blocks<PackedK> for Q4KPacked {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> PackedK {
-        const BLOCK: usize = 144 * MR;
-        let p = self.0.add(b * BLOCK);
-        prefetch_ahead(p, BLOCK);
-        unpack_q4_k(p)
-    }
-}
-
-impl Blocks<Packed6> for Q6KRows {
+impl<S: Source> Blocks<Packed6> for Q6K<S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed6 {
+        self.0.touch(b);
         pack_q6_k(&self.0, b)
     }
 }
@@ -323,31 +290,30 @@ fn dword_shuffle(from: [Option<usize>; 4]) -> __m512i {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q6_k(rows: &Rows, b: usize) -> Packed6 {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn pack_q6_k(s: &impl Source, b: usize) -> Packed6 {
     let mut out = Packed6 {
         q: [[_mm512_setzero_si512(); 4]; 16],
         sc: [_mm512_setzero_si512(); 16],
         pairs: [_mm512_setzero_si512(); 8],
-        d: _mm512_castsi512_ps(scales(p, off + 208)),
+        d: _mm512_castsi512_ps(s.half(b, 208)),
     };
     // lane r of s[e]: scales 4e..4e + 4 of row r; each sign-extended from the top byte
-    let s = transpose16(p, off + 192);
+    let sv = s.t16(b, 192);
     for g in 0..16 {
-        let top = _mm512_shuffle_epi8(s[g / 4], dword_shuffle([None, None, None, Some(g % 4)]));
+        let top = _mm512_shuffle_epi8(sv[g / 4], dword_shuffle([None, None, None, Some(g % 4)]));
         out.sc[g] = _mm512_srai_epi32::<24>(top);
     }
     for g in 0..8 {
         let j = 2 * (g % 2);
-        let tops = _mm512_shuffle_epi8(s[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
+        let tops = _mm512_shuffle_epi8(sv[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
         out.pairs[g] = _mm512_srai_epi16::<8>(tops);
     }
     let (m4, m3) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(3));
     for h in 0..2 {
         // value 128h + 32q + l: a nibble of ql byte 64h + 32(q % 2) + l, bits 2q..2q + 2 of qh byte 32h + l
-        let ql0 = transpose32(p, off + 64 * h);
-        let ql1 = transpose32(p, off + 64 * h + 32);
-        let qh = transpose32(p, off + 128 + 32 * h);
+        let ql0 = s.t32(b, 64 * h);
+        let ql1 = s.t32(b, 64 * h + 32);
+        let qh = s.t32(b, 128 + 32 * h);
         for e in 0..8 {
             let low = [
                 _mm512_and_si512(ql0[e], m4),
@@ -417,6 +383,15 @@ macro_rules! k_tile {
         let (nb, a, stride, src) = ($nb, $a, $stride, $src);
         let mask: __mmask16 = if $rows >= MR { !0 } else { (1 << $rows) - 1 };
         let o = $out.as_mut_ptr();
+        if let [a0] = a {
+            // one activation row: each super-block used as it is decoded (no chunk buffer to reuse)
+            for b in 0..nb {
+                let w = Blocks::<$ty>::get(&src, b);
+                // SAFETY: row 0 holds nb Q8_K blocks and out[..rows] (the RawTile contract)
+                $group::<1>(std::slice::from_ref(&w), [a0.as_ptr().add(b * QB)], [o], mask, b == 0);
+            }
+            return;
+        }
         // written before it is read: no need to zero it per call
         let mut buf = std::mem::MaybeUninit::<[$ty; KC_K]>::uninit();
         let base = buf.as_mut_ptr().cast::<$ty>();
@@ -455,16 +430,45 @@ macro_rules! k_tile {
     }};
 }
 
-/// Q4_K weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, K4Rows::<false>(Rows::new(w, 144)), w.len(), a, out, stride, PackedK, group_k4)
+/// Defines the kernel `$name` on weight rows in their GGUF layout and
+/// `$packed` on a group repacked with `$tail` bytes of each super-block after
+/// its transposed body ([`Repacked`]); `$src` wraps either source.
+macro_rules! k_kernels {
+    ($name:ident, $packed:ident, $src:ident$(<$five:literal>)?, $wb:expr, $tail:expr, $ty:ty, $group:ident) => {
+        /// Weights in their GGUF layout (activations: Q8_K rows as they are).
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawTile`, at this level.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        pub(crate) unsafe fn $name(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+            k_tile!(nb, $src::<_ $(, $five)?>(Rows::new(w, $wb)), w.len(), a, out, stride, $ty, $group)
+        }
+
+        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawPacked`, at this level.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        pub(crate) unsafe fn $packed(
+            nb: usize,
+            group: &[u8],
+            rows: usize,
+            a: &[&[u8]],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let src = $src::<_ $(, $five)?>(Repacked::new(group.as_ptr(), $wb, 0, $tail));
+            k_tile!(nb, src, rows, a, out, stride, $ty, $group)
+        }
+    };
 }
 
-/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`.
+k_kernels!(q4_k, q4_k_tiled_packed, K4<false>, 144, 0, PackedK, group_k4);
+k_kernels!(q5_k, q5_k_packed, K4<true>, 176, 0, PackedK, group_k4);
+k_kernels!(q6_k, q6_k_packed, Q6K, 210, 2, Packed6, group_q6);
+
+/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`: one
+/// activation row by [`single_q4_k_packed`], more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
@@ -474,23 +478,5 @@ pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
         let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
         return single_q4_k_packed(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), mask);
     }
-    k_tile!(nb, Q4KPacked(group.as_ptr()), rows, a, out, stride, PackedK, group_k4)
-}
-
-/// Q5_K weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, K4Rows::<true>(Rows::new(w, 176)), w.len(), a, out, stride, PackedK, group_k4)
-}
-
-/// Q6_K weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, Q6KRows(Rows::new(w, 210)), w.len(), a, out, stride, Packed6, group_q6)
+    q4_k_tiled_packed(nb, group, rows, a, out, stride)
 }

@@ -8,11 +8,11 @@
 //! per block, 8 `vpdpbusd` with a broadcast group of its quants, a conversion,
 //! a multiply and an FMA (see [`group`]), for 16 × 32 multiply-adds.
 //!
-//! Q4_0 weights can also come repacked ahead of time
-//! (`TileKernel::pack_group`): the transposed quant bytes and the
-//! f16 scales of 16 rows stored as [`pack_q4_0`] makes them, so a block costs
-//! four loads and the nibble split instead of the transpose and the scale
-//! gathering (about 1.35× faster for one activation row).
+//! Every type also runs on weights repacked ahead of time
+//! (`TileKernel::pack_group`, a [`Repacked`] source): the blocks of 16 rows
+//! stored transposed by dwords, so a block costs loads instead of the
+//! transposes and the scale gathering, and the stream is one sequential run
+//! (with a software prefetch) instead of 16 short ones.
 
 // index loops read best over the lanes and vectors of a block
 #![allow(clippy::needless_range_loop)]
@@ -20,8 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, scales, transpose16, transpose32, Rows, MR};
+use super::super::common::{Blocks, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, Repacked, Rows, Source, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
 const KC: usize = 32;
@@ -104,8 +104,8 @@ impl Dot for WithMins {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
-    nibble_block(rows, b, 2)
+unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
+    nibble_block(s, b, 2)
 }
 
 /// Block `b` of 16 rows of 4-bit quants at byte `qs` of each block, scales
@@ -115,16 +115,15 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
 /// As for [`pack_q4_0`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose16(p, off + qs);
+unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
+    let t = s.t16(b, qs);
     let m4 = _mm512_set1_epi8(0x0f);
     let mut out = [_mm512_setzero_si512(); 9];
     for e in 0..4 {
         out[e] = _mm512_and_si512(t[e], m4);
         out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[e]), m4);
     }
-    out[8] = scales(p, off);
+    out[8] = s.half(b, 0);
     out
 }
 
@@ -135,9 +134,9 @@ unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_1(rows: &Rows, b: usize) -> WithMins {
-    let mins = scales(&rows.ptr, b * rows.wb + 2);
-    WithMins(nibble_block(rows, b, 4), _mm512_castsi512_ps(mins))
+unsafe fn pack_q4_1(s: &impl Source, b: usize) -> WithMins {
+    let mins = s.half(b, 2);
+    WithMins(nibble_block(s, b, 4), _mm512_castsi512_ps(mins))
 }
 
 /// Block `b` of 16 Q5_0 rows: the low four bits as for Q4_0 ([`pack_q4_0`]),
@@ -149,14 +148,9 @@ unsafe fn pack_q4_1(rows: &Rows, b: usize) -> WithMins {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose16(p, off + 6);
-    let mut qh = [0u32; MR];
-    for r in 0..MR {
-        qh[r] = u32::from_le(p[r].add(off + 2).cast::<u32>().read_unaligned());
-    }
-    let qh = _mm512_loadu_si512(qh.as_ptr().cast());
+unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
+    let t = s.t16(b, 6);
+    let qh = s.dword(b, 2);
     let (m4, bit4) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x10));
     let mut out = [_mm512_setzero_si512(); 9];
     for e in 0..8 {
@@ -171,7 +165,7 @@ unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
         let low = _mm512_and_si512(nib, m4);
         out[e] = _mm512_mask_add_epi8(low, high, low, bit4);
     }
-    out[8] = scales(p, off);
+    out[8] = s.half(b, 0);
     out
 }
 
@@ -183,8 +177,8 @@ unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
 /// As for [`pack_q4_0`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
-    let mut out = nibble_block(rows, b, 2);
+unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
+    let mut out = nibble_block(s, b, 2);
     let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
     let bias = _mm512_set1_epi8(-128);
     for v in &mut out[..8] {
@@ -200,15 +194,14 @@ unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose32(p, off + 2);
+unsafe fn pack_q8_0(s: &impl Source, b: usize) -> Packed {
+    let t = s.t32(b, 2);
     let bias = _mm512_set1_epi8(-128);
     let mut out = [_mm512_setzero_si512(); 9];
     for e in 0..8 {
         out[e] = _mm512_xor_si512(t[e], bias);
     }
-    out[8] = scales(p, off);
+    out[8] = s.half(b, 0);
     out
 }
 
@@ -257,84 +250,35 @@ unsafe fn block(acc: __m512, w: &Packed, p: *const u8, init: __m512i) -> __m512 
     _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc)
 }
 
-/// Q4_0 weight rows (18-byte blocks).
-struct Q4_0Rows(Rows);
-/// Q4_1 weight rows (20-byte blocks).
-struct Q4_1Rows(Rows);
-/// Q5_0 weight rows (22-byte blocks).
-struct Q5_0Rows(Rows);
-/// Q8_0 weight rows (34-byte blocks).
-struct Q8_0Rows(Rows);
-/// IQ4_NL weight rows (18-byte blocks).
-struct Iq4NlRows(Rows);
-/// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the four
-/// transposed quant vectors as bytes, then the 16 scales as f16.
-struct Q4_0Packed(*const u8);
+/// The blocks of Q4_0 weights from a [`Source`] (18-byte blocks).
+struct Q4_0<S>(S);
+/// Q4_1 weights (20-byte blocks).
+struct Q4_1<S>(S);
+/// Q5_0 weights (22-byte blocks).
+struct Q5_0<S>(S);
+/// Q8_0 weights (34-byte blocks).
+struct Q8_0<S>(S);
+/// IQ4_NL weights (18-byte blocks).
+struct Iq4Nl<S>(S);
 
-impl Blocks<Packed> for Q4_0Rows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        pack_q4_0(&self.0, b)
-    }
+/// `Blocks` for a weight wrapper `$ty` whose blocks `$pack` decodes into `$p`.
+macro_rules! source_blocks {
+    ($ty:ident, $p:ty, $pack:ident) => {
+        impl<S: Source> Blocks<$p> for $ty<S> {
+            #[inline(always)]
+            unsafe fn get(&self, b: usize) -> $p {
+                self.0.touch(b);
+                $pack(&self.0, b)
+            }
+        }
+    };
 }
 
-impl Blocks<WithMins> for Q4_1Rows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> WithMins {
-        pack_q4_1(&self.0, b)
-    }
-}
-
-impl Blocks<Packed> for Q5_0Rows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        pack_q5_0(&self.0, b)
-    }
-}
-
-impl Blocks<Packed> for Q8_0Rows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        pack_q8_0(&self.0, b)
-    }
-}
-
-impl Blocks<Packed> for Iq4NlRows {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        pack_iq4_nl(&self.0, b)
-    }
-}
-
-impl Blocks<Packed> for Q4_0Packed {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        const BLOCK: usize = super::super::common::packed_q4_0_block(MR);
-        let p = self.0.add(b * BLOCK);
-        // the stream is sequential but the kernel outruns the L3
-        prefetch_ahead(p, BLOCK);
-        unpack_q4_0(p)
-    }
-}
-
-/// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
-/// the eight of [`pack_q4_0`], the scales widened to f32.
-///
-/// # Safety
-/// `p .. p + packed_q4_0_block(MR)` must be readable; the CPU must have AVX-512 F/BW and F16C.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn unpack_q4_0(p: *const u8) -> Packed {
-    let m4 = _mm512_set1_epi8(0x0f);
-    let mut out = [_mm512_setzero_si512(); 9];
-    for e in 0..4 {
-        let t = _mm512_loadu_si512(p.add(64 * e).cast());
-        out[e] = _mm512_and_si512(t, m4);
-        out[e + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t), m4);
-    }
-    out[8] = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.add(256).cast())));
-    out
-}
+source_blocks!(Q4_0, Packed, pack_q4_0);
+source_blocks!(Q4_1, WithMins, pack_q4_1);
+source_blocks!(Q5_0, Packed, pack_q5_0);
+source_blocks!(Q8_0, Packed, pack_q8_0);
+source_blocks!(Iq4Nl, Packed, pack_iq4_nl);
 
 /// One activation row (`a`): each block is packed in registers and used at
 /// once, since no other row would reuse it from the chunk buffer.
@@ -401,50 +345,38 @@ unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], 
     }
 }
 
-/// Q4_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Q4_0Rows(Rows::new(w, 18)), w.len(), a, out, stride)
+/// Defines the kernel `$name` on weight rows in their GGUF layout and
+/// `$packed` on a group repacked with `$head` and `$tail` bytes of each block
+/// outside its transposed body ([`Repacked`]), both decoding with `$ty`.
+macro_rules! kernels {
+    ($name:ident, $packed:ident, $ty:ident, $wb:expr, $head:expr, $tail:expr) => {
+        /// Weights in their GGUF layout.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawTile`, at this level.
+        pub(crate) unsafe fn $name(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+            tile(nb, &$ty(Rows::new(w, $wb)), w.len(), a, out, stride)
+        }
+
+        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawPacked`, at this level.
+        pub(crate) unsafe fn $packed(
+            nb: usize,
+            group: &[u8],
+            rows: usize,
+            a: &[&[u8]],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            tile(nb, &$ty(Repacked::new(group.as_ptr(), $wb, $head, $tail)), rows, a, out, stride)
+        }
+    };
 }
 
-/// Q4_1 weights (prepared Q8_1 activations).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q4_1(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Q4_1Rows(Rows::new(w, 20)), w.len(), a, out, stride)
-}
-
-/// Q5_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q5_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Q5_0Rows(Rows::new(w, 22)), w.len(), a, out, stride)
-}
-
-/// Q8_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Q8_0Rows(Rows::new(w, 34)), w.len(), a, out, stride)
-}
-
-/// IQ4_NL weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn iq4_nl(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Iq4NlRows(Rows::new(w, 18)), w.len(), a, out, stride)
-}
-
-/// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
-///
-/// # Safety
-/// The contract of `super::super::common::RawPacked`, at this level.
-pub(crate) unsafe fn q4_0_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
-}
+kernels!(q4_0, q4_0_packed, Q4_0, 18, 2, 0);
+kernels!(q4_1, q4_1_packed, Q4_1, 20, 0, 0);
+kernels!(q5_0, q5_0_packed, Q5_0, 22, 2, 0);
+kernels!(q8_0, q8_0_packed, Q8_0, 34, 2, 0);
+kernels!(iq4_nl, iq4_nl_packed, Iq4Nl, 18, 2, 0);
