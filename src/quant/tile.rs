@@ -70,7 +70,7 @@
 //! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
 //!
 //! # Repacked weights
-//! Q4_0 at AVX2, and every type with an AVX-512 VNNI tile, also run on
+//! Every AVX-512 VNNI tile, and every AVX2 one but Q6_K's, also run on
 //! weights repacked ahead of time ([`TileKernel::pack_group`],
 //! [`TileKernel::run_packed`]): a group of `mr` rows stored block by block as
 //! the kernel reads them, each block's body (its bytes past a leading f16
@@ -185,6 +185,12 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     #[cfg(target_arch = "x86_64")]
     let packed: Option<RawPacked> = match (level, w) {
         (SimdLevel::Avx2, DType::Q4_0) => Some(avx2::q4_0_packed),
+        (SimdLevel::Avx2, DType::Q4_1) => Some(avx2::q4_1_packed),
+        (SimdLevel::Avx2, DType::Q5_0) => Some(avx2::q5_0_packed),
+        (SimdLevel::Avx2, DType::Q8_0) => Some(avx2::q8_0_packed),
+        (SimdLevel::Avx2, DType::IQ4_NL) => Some(avx2::iq4_nl_packed),
+        (SimdLevel::Avx2, DType::Q4_K) => Some(avx2::q4_k_packed),
+        (SimdLevel::Avx2, DType::Q5_K) => Some(avx2::q5_k_packed),
         (SimdLevel::Avx512, DType::Q4_0) => Some(avx512::q4_0_packed),
         (SimdLevel::Avx512, DType::Q4_1) => Some(avx512::q4_1_packed),
         (SimdLevel::Avx512, DType::Q5_0) => Some(avx512::q5_0_packed),
@@ -349,9 +355,11 @@ impl TileKernel {
     }
 
     /// True if this kernel can run on weights repacked ahead of time
-    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): Q4_0 at AVX2,
-    /// every type at AVX-512 VNNI, where the repacked form skips the per-call
-    /// transposes and streams sequentially.
+    /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): every type
+    /// at AVX-512 VNNI, every type but Q6_K at AVX2 (whose tile, even
+    /// repacked, streams slower than its dot kernel at one activation row),
+    /// where the repacked form skips the per-call transposes and streams
+    /// sequentially.
     pub fn packs(&self) -> bool {
         self.packed.is_some()
     }

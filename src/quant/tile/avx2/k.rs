@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::{bcast, load_acc, scales, store_acc, transpose16, transpose32, Rows, MR};
+use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, Source, MR};
 
 /// Bytes of a Q8_K block.
 const QB: usize = 292;
@@ -62,20 +62,19 @@ fn dword_shuffle(from: [Option<usize>; 4]) -> __m256i {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn pack_k4<const FIVE: bool>(s: &impl Source, b: usize) -> PackedK {
     let m4 = _mm256_set1_epi8(0x0f);
     let mut out = PackedK {
         q: [[_mm256_setzero_si256(); 8]; 8],
         sc: [_mm256_setzero_si256(); 8],
         mins: [_mm256_setzero_si256(); 8],
-        d: _mm256_castsi256_ps(scales(p, off)),
-        dmin: _mm256_castsi256_ps(scales(p, off + 2)),
+        d: _mm256_castsi256_ps(s.half(b, 0)),
+        dmin: _mm256_castsi256_ps(s.half(b, 2)),
     };
     // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
     let qs = if FIVE { 48 } else { 16 };
     for c in 0..4 {
-        let t = transpose32(p, off + qs + 32 * c);
+        let t = s.t32(b, qs + 32 * c);
         for e in 0..8 {
             out.q[2 * c][e] = _mm256_and_si256(t[e], m4);
             out.q[2 * c + 1][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(t[e]), m4);
@@ -84,7 +83,7 @@ unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
     if FIVE {
         // bit g of qh byte l is the fifth bit of value 32g + l; after g shifts of
         // a 16-bit lane, bit 0 of each byte is still that byte's bit g
-        let mut qh = transpose32(p, off + 16);
+        let mut qh = s.t32(b, 16);
         let m1 = _mm256_set1_epi8(1);
         for g in 0..8 {
             for e in 0..8 {
@@ -96,7 +95,7 @@ unsafe fn pack_k4<const FIVE: bool>(rows: &Rows, b: usize) -> PackedK {
     }
     // the 16-byte head of each row (its bytes 4..16 are the 12 scale bytes),
     // transposed by dwords; then ggml's get_scale_min_k4 on every lane at once
-    let h = transpose16(p, off);
+    let h = s.t16(b, 0);
     let (low6, low4, top2) = (_mm256_set1_epi8(0x3f), _mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     let top = |v: __m256i| _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(v), top2));
     let sc = [_mm256_and_si256(h[1], low6), _mm256_or_si256(_mm256_and_si256(h[3], low4), top(h[1]))];
@@ -179,32 +178,31 @@ struct Packed6 {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q6_k(rows: &Rows, b: usize) -> Packed6 {
-    let (p, off) = (&rows.ptr, b * rows.wb);
+unsafe fn pack_q6_k(s: &impl Source, b: usize) -> Packed6 {
     let mut out = Packed6 {
         q: [[_mm256_setzero_si256(); 4]; 16],
         sc: [_mm256_setzero_si256(); 16],
         pairs: [_mm256_setzero_si256(); 8],
-        d: _mm256_castsi256_ps(scales(p, off + 208)),
+        d: _mm256_castsi256_ps(s.half(b, 208)),
     };
     // lane r of s[e]: scales 4e..4e + 4 of row r; each moved to the top byte of
     // an i16 and sign-extended from there
-    let s = transpose16(p, off + 192);
+    let sv = s.t16(b, 192);
     for g in 0..16 {
         let j = Some(g % 4);
-        out.sc[g] = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(s[g / 4], dword_shuffle([None, j, None, j])));
+        out.sc[g] = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sv[g / 4], dword_shuffle([None, j, None, j])));
     }
     for g in 0..8 {
         let j = 2 * (g % 2);
-        let tops = _mm256_shuffle_epi8(s[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
+        let tops = _mm256_shuffle_epi8(sv[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
         out.pairs[g] = _mm256_srai_epi16::<8>(tops);
     }
     let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     for h in 0..2 {
         // value 128h + 32q + l: a nibble of ql byte 64h + 32(q % 2) + l, bits 2q..2q + 2 of qh byte 32h + l
-        let ql0 = transpose32(p, off + 64 * h);
-        let ql1 = transpose32(p, off + 64 * h + 32);
-        let qh = transpose32(p, off + 128 + 32 * h);
+        let ql0 = s.t32(b, 64 * h);
+        let ql1 = s.t32(b, 64 * h + 32);
+        let qh = s.t32(b, 128 + 32 * h);
         for e in 0..8 {
             let low = [
                 _mm256_and_si256(ql0[e], m4),
@@ -263,16 +261,26 @@ unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f
     store_acc(o, m, acc);
 }
 
-/// The k-quant tile loop: `$wb`-byte weight super-blocks packed `KC_K` at a
-/// time into `$ty` by `$pack(rows, b)`, then every activation row meets the
-/// chunk through `$group::<$pre.., N>` (N = `NR_K`, then 2, then 1). Expands
-/// inside an unsafe function with the contract of `super::super::common::RawTile`.
+/// The k-quant tile loop: `$rows` weight rows' super-blocks from the
+/// [`Source`] `$src` decoded `KC_K` at a time into `$ty` by `$pack(src, b)`,
+/// then every activation row meets the chunk through `$group::<$pre.., N>`
+/// (N = `NR_K`, then 2, then 1; one row meets each super-block as it is
+/// decoded). Expands inside an unsafe function with the contract of
+/// `super::super::common::RawTile`.
 macro_rules! k_tile {
-    ($nb:expr, $w:expr, $a:expr, $out:expr, $stride:expr, $wb:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {{
-        let (nb, a, stride) = ($nb, $a, $stride);
-        let rows = Rows::new($w, $wb);
-        let m = $w.len().min(MR);
+    ($nb:expr, $src:expr, $rows:expr, $a:expr, $out:expr, $stride:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {{
+        let (nb, a, stride, src) = ($nb, $a, $stride, $src);
+        let m = $rows.min(MR);
         let o = $out.as_mut_ptr();
+        if let [a0] = a {
+            for b in 0..nb {
+                src.touch(b);
+                let w = $pack(&src, b);
+                // SAFETY: row 0 holds nb Q8_K blocks and out[..m] (the RawTile contract)
+                $group::<$($pre,)* 1>(std::slice::from_ref(&w), [a0.as_ptr().add(b * QB)], [o], m, b == 0);
+            }
+            return;
+        }
         // written before it is read: no need to zero it per call
         let mut buf = std::mem::MaybeUninit::<[$ty; KC_K]>::uninit();
         let base = buf.as_mut_ptr().cast::<$ty>();
@@ -281,7 +289,8 @@ macro_rules! k_tile {
             let kc = KC_K.min(nb - b0);
             for bi in 0..kc {
                 // SAFETY: bi < KC_K, inside `buf`; b0 + bi < nb super-blocks in every row
-                base.add(bi).write($pack(&rows, b0 + bi));
+                src.touch(b0 + bi);
+                base.add(bi).write($pack(&src, b0 + bi));
             }
             // SAFETY: the first `kc` entries were just written
             let pk = std::slice::from_raw_parts(base.cast_const(), kc);
@@ -311,29 +320,49 @@ macro_rules! k_tile {
     }};
 }
 
-/// Q4_K weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn q4_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 144, PackedK, pack_k4::<false>, group_k4[8])
+/// Defines the kernel `$name` on weight rows in their GGUF layout and
+/// `$packed` on a group repacked with `$tail` bytes of each super-block after
+/// its transposed body ([`Repacked`]), both decoding by `$pack`.
+macro_rules! k_kernels {
+    ($name:ident, $packed:ident, $wb:expr, $tail:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {
+        /// Weights in their GGUF layout (activations: Q8_K rows as they are).
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawTile`, at this level.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) unsafe fn $name(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+            k_tile!(nb, Rows::new(w, $wb), w.len(), a, out, stride, $ty, $pack, $group[$($pre),*])
+        }
+
+        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawPacked`, at this level.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) unsafe fn $packed(
+            nb: usize,
+            group: &[u8],
+            rows: usize,
+            a: &[&[u8]],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let src = Repacked::new(group.as_ptr(), $wb, 0, $tail);
+            k_tile!(nb, src, rows, a, out, stride, $ty, $pack, $group[$($pre),*])
+        }
+    };
 }
 
-/// Q5_K weights (activations: Q8_K rows as they are).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn q5_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 176, PackedK, pack_k4::<true>, group_k4[4])
-}
+k_kernels!(q4_k, q4_k_packed, 144, 0, PackedK, pack_k4::<false>, group_k4[8]);
+k_kernels!(q5_k, q5_k_packed, 176, 0, PackedK, pack_k4::<true>, group_k4[4]);
 
-/// Q6_K weights (activations: Q8_K rows as they are).
+/// Q6_K weights (activations: Q8_K rows as they are). No repacked form: at
+/// one activation row the dot kernel streams faster than this tile, even
+/// repacked.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawTile`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, w, a, out, stride, 210, Packed6, pack_q6_k, group_q6[])
+    k_tile!(nb, Rows::new(w, 210), w.len(), a, out, stride, Packed6, pack_q6_k, group_q6[])
 }

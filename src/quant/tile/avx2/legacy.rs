@@ -16,8 +16,8 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{packed_q4_0_block, prefetch_ahead, Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, load_acc, scales, store_acc, transpose16, transpose32, Rows, MR};
+use super::super::common::{Blocks, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, Source, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
@@ -41,19 +41,9 @@ const FIVE: u8 = 2;
 /// Nibbles as [`NIBBLES`], no correction, plus `m_w · s_a` (Q4_1).
 const MINS: u8 = 3;
 
-/// The 16 quant bytes at `qs` of block `b` of the 8 rows, transposed by
-/// dwords ([`transpose16`]).
-///
-/// # Safety
-/// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn quant_bytes(rows: &Rows, b: usize, qs: usize) -> [__m256i; 4] {
-    transpose16(&rows.ptr, b * rows.wb + qs)
-}
-
 /// Vector `e` of a block's nibbles (`e < 4`: the low ones, values `4e..`;
-/// else the high ones, values `16 + 4(e - 4)..`) from [`quant_bytes`].
+/// else the high ones, values `16 + 4(e - 4)..`) from a block's 16
+/// transposed quant bytes ([`Source::t16`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nibbles(t: &[__m256i; 4], e: usize) -> __m256i {
@@ -72,13 +62,13 @@ fn nibbles(t: &[__m256i; 4], e: usize) -> __m256i {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
-    let t = quant_bytes(rows, b, qs);
+unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
+    let t = s.t16(b, qs);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
         out[e] = nibbles(&t, e);
     }
-    out[SCALES] = scales(&rows.ptr, b * rows.wb);
+    out[SCALES] = s.half(b, 0);
     out
 }
 
@@ -88,8 +78,8 @@ unsafe fn nibble_block(rows: &Rows, b: usize, qs: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
-    nibble_block(rows, b, 2)
+unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
+    nibble_block(s, b, 2)
 }
 
 /// Block `b` of 8 Q4_1 rows: the nibbles (unsigned already), the scales and the mins.
@@ -98,9 +88,9 @@ unsafe fn pack_q4_0(rows: &Rows, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q4_1(rows: &Rows, b: usize) -> Packed {
-    let mut out = nibble_block(rows, b, 4);
-    out[MINS_AT] = scales(&rows.ptr, b * rows.wb + 2);
+unsafe fn pack_q4_1(s: &impl Source, b: usize) -> Packed {
+    let mut out = nibble_block(s, b, 4);
+    out[MINS_AT] = s.half(b, 2);
     out
 }
 
@@ -113,14 +103,9 @@ unsafe fn pack_q4_1(rows: &Rows, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = quant_bytes(rows, b, 6);
-    let mut qh = [0u32; MR];
-    for r in 0..MR {
-        qh[r] = u32::from_le(p[r].add(off + 2).cast::<u32>().read_unaligned());
-    }
-    let qh = _mm256_loadu_si256(qh.as_ptr().cast());
+unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
+    let t = s.t16(b, 6);
+    let qh = s.dword(b, 2);
     let bit4 = _mm256_set1_epi8(0x10);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
@@ -133,7 +118,7 @@ unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
         let high = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
         out[e] = _mm256_or_si256(nibbles(&t, e), _mm256_and_si256(high, bit4));
     }
-    out[SCALES] = scales(p, off);
+    out[SCALES] = s.half(b, 0);
     out
 }
 
@@ -144,8 +129,8 @@ unsafe fn pack_q5_0(rows: &Rows, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
-    let t = quant_bytes(rows, b, 2);
+unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
+    let t = s.t16(b, 2);
     let table = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
     let table = _mm256_set_m128i(table, table);
     let mut out = [_mm256_setzero_si256(); 18];
@@ -154,7 +139,7 @@ unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
         out[e] = _mm256_sign_epi8(q, q);
         out[8 + e] = q;
     }
-    out[SCALES] = scales(&rows.ptr, b * rows.wb);
+    out[SCALES] = s.half(b, 0);
     out
 }
 
@@ -164,15 +149,14 @@ unsafe fn pack_iq4_nl(rows: &Rows, b: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q8_0(rows: &Rows, b: usize) -> Packed {
-    let (p, off) = (&rows.ptr, b * rows.wb);
-    let t = transpose32(p, off + 2);
+unsafe fn pack_q8_0(s: &impl Source, b: usize) -> Packed {
+    let t = s.t32(b, 2);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
         out[e] = _mm256_sign_epi8(t[e], t[e]);
         out[8 + e] = t[e];
     }
-    out[SCALES] = scales(p, off);
+    out[SCALES] = s.half(b, 0);
     out
 }
 
@@ -183,15 +167,14 @@ const Q5_0: u8 = 2;
 const Q8_0: u8 = 3;
 const IQ4_NL: u8 = 4;
 
-/// Weight rows of type `T` (one of the constants above), packed a block at a time.
-struct Weights<const T: u8>(Rows);
-/// A group of Q4_0 rows repacked by `TileKernel::pack_group`: per block, the
-/// four transposed quant vectors as bytes, then the 8 scales as f16.
-struct Q4_0Packed(*const u8);
+/// Weights of type `T` (one of the constants above) from a [`Source`],
+/// decoded a block at a time.
+struct Weights<const T: u8, S>(S);
 
-impl<const T: u8> Blocks<Packed> for Weights<T> {
+impl<const T: u8, S: Source> Blocks<Packed> for Weights<T, S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
+        self.0.touch(b);
         match T {
             Q4_0 => pack_q4_0(&self.0, b),
             Q4_1 => pack_q4_1(&self.0, b),
@@ -200,35 +183,6 @@ impl<const T: u8> Blocks<Packed> for Weights<T> {
             _ => pack_iq4_nl(&self.0, b),
         }
     }
-}
-
-impl Blocks<Packed> for Q4_0Packed {
-    #[inline(always)]
-    unsafe fn get(&self, b: usize) -> Packed {
-        const BLOCK: usize = packed_q4_0_block(MR);
-        let p = self.0.add(b * BLOCK);
-        prefetch_ahead(p, BLOCK);
-        unpack_q4_0(p)
-    }
-}
-
-/// A repacked Q4_0 block at `p`: the nibbles of the four vectors split into
-/// the eight of [`pack_q4_0`], the scales widened to f32.
-///
-/// # Safety
-/// `p .. p + packed_q4_0_block(MR)` must be readable; the CPU must have AVX2 and F16C.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn unpack_q4_0(p: *const u8) -> Packed {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let mut out = [_mm256_setzero_si256(); 18];
-    for e in 0..4 {
-        let t = _mm256_loadu_si256(p.add(32 * e).cast());
-        out[e] = _mm256_and_si256(t, m4);
-        out[e + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(t), m4);
-    }
-    out[SCALES] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.add(128).cast())));
-    out
 }
 
 /// Adds the packed blocks `pk` times the same blocks of `N` activation rows
@@ -357,50 +311,39 @@ unsafe fn tile<const MODE: u8>(
     }
 }
 
-/// Q4_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q4_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<NIBBLES>(nb, &Weights::<Q4_0>(Rows::new(w, 18)), w.len(), a, out, stride)
+/// Defines the kernel `$name` on weight rows in their GGUF layout and
+/// `$packed` on a group repacked with `$head` bytes of each block before its
+/// transposed body ([`Repacked`]), both decoding type `$t` and summing by `$mode`.
+macro_rules! kernels {
+    ($name:ident, $packed:ident, $t:ident, $mode:ident, $wb:expr, $head:expr) => {
+        /// Weights in their GGUF layout.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawTile`, at this level.
+        pub(crate) unsafe fn $name(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
+            tile::<$mode>(nb, &Weights::<$t, _>(Rows::new(w, $wb)), w.len(), a, out, stride)
+        }
+
+        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        ///
+        /// # Safety
+        /// The contract of `super::super::common::RawPacked`, at this level.
+        pub(crate) unsafe fn $packed(
+            nb: usize,
+            group: &[u8],
+            rows: usize,
+            a: &[&[u8]],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let src = Repacked::new(group.as_ptr(), $wb, $head, 0);
+            tile::<$mode>(nb, &Weights::<$t, _>(src), rows, a, out, stride)
+        }
+    };
 }
 
-/// Q4_1 weights (Q8_1 activations).
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q4_1(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<MINS>(nb, &Weights::<Q4_1>(Rows::new(w, 20)), w.len(), a, out, stride)
-}
-
-/// Q5_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q5_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<FIVE>(nb, &Weights::<Q5_0>(Rows::new(w, 22)), w.len(), a, out, stride)
-}
-
-/// Q8_0 weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn q8_0(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<SIGNED>(nb, &Weights::<Q8_0>(Rows::new(w, 34)), w.len(), a, out, stride)
-}
-
-/// IQ4_NL weights.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-pub(crate) unsafe fn iq4_nl(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<SIGNED>(nb, &Weights::<IQ4_NL>(Rows::new(w, 18)), w.len(), a, out, stride)
-}
-
-/// A group of Q4_0 weight rows repacked by `TileKernel::pack_group`.
-///
-/// # Safety
-/// The contract of `super::super::common::RawPacked`, at this level.
-pub(crate) unsafe fn q4_0_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    tile::<NIBBLES>(nb, &Q4_0Packed(group.as_ptr()), rows, a, out, stride)
-}
+kernels!(q4_0, q4_0_packed, Q4_0, NIBBLES, 18, 2);
+kernels!(q4_1, q4_1_packed, Q4_1, MINS, 20, 0);
+kernels!(q5_0, q5_0_packed, Q5_0, FIVE, 22, 2);
+kernels!(q8_0, q8_0_packed, Q8_0, SIGNED, 34, 2);
+kernels!(iq4_nl, iq4_nl_packed, IQ4_NL, SIGNED, 18, 2);

@@ -12,6 +12,8 @@ mod k;
 mod lanes;
 mod legacy;
 
-pub(super) use k::{q4_k, q5_k, q6_k};
+pub(super) use k::{q4_k, q4_k_packed, q5_k, q5_k_packed, q6_k};
 pub(super) use lanes::MR;
-pub(super) use legacy::{iq4_nl, q4_0, q4_0_packed, q4_1, q5_0, q8_0};
+pub(super) use legacy::{
+    iq4_nl, iq4_nl_packed, q4_0, q4_0_packed, q4_1, q4_1_packed, q5_0, q5_0_packed, q8_0, q8_0_packed,
+};
