@@ -219,10 +219,11 @@ struct ExecArgs {
 /// Whether a model's weights are repacked for the CPU's tile kernels.
 #[derive(Args)]
 struct RepackArgs {
-    /// Repack Q4_0 (AVX2, AVX-512 VNNI) and Q4_K (AVX-512 VNNI) weight
-    /// matrices once for the CPU's tile kernel: the default on the CPU backend
-    /// (same results, as fast or faster; the copy replaces the mapped pages of
-    /// those weights in memory). CPU only.
+    /// Repack the weight matrices of every type with a tile kernel at the
+    /// CPU's level (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K; Q6_K and IQ4_XS
+    /// at AVX-512 VNNI) once for it: the default on the CPU backend (the
+    /// tile's results at every batch size, streamed sequentially; the copy
+    /// replaces the mapped pages of those weights in memory). CPU only.
     #[arg(long, conflicts_with = "no_repack")]
     repack: bool,
     /// Keep every weight in place, in the file's layout.
@@ -301,7 +302,7 @@ struct BenchArgs {
     /// With --model: tokens generated one at a time after the prompt.
     #[arg(long, default_value_t = 32)]
     gen_tokens: usize,
-    /// With --model: whether Q4_0/Q4_K weights are repacked (as `rgml run`; default on the CPU).
+    /// With --model: whether weights are repacked for the CPU's tiles (as `rgml run`; default on the CPU).
     #[command(flatten)]
     repack: RepackArgs,
     /// With --model: print the time per op kind per token (CPU only).

@@ -86,13 +86,16 @@ impl CpuBackend {
         self
     }
     /// Repacked weights (off by default: weights are read in place). When on,
-    /// a Q4_0 (AVX2 or AVX-512 VNNI) or Q4_K (AVX-512 VNNI) weight matrix that
-    /// is a read-only file mapping (a GGUF leaf, see [`crate::load_gguf`]), 2-D
-    /// with packed rows, is repacked for the tile kernel the first time a
-    /// `mul_mat` reads it ([`crate::quant::tile::TileKernel::packs`]): its storage
-    /// keeps the repacked copy (as many bytes again as the weights) for every
-    /// later compute and graph it is rebound to. Results are bit for bit the
-    /// same; a matrix-vector product runs about 1.4–2× faster (see the README).
+    /// a weight matrix whose type has a repacked tile kernel at this CPU's
+    /// level ([`crate::quant::tile::TileKernel::packs`]: the AVX-512 VNNI and
+    /// AVX2 tile types) that is a read-only file mapping (a GGUF leaf, see
+    /// [`crate::load_gguf`]), 2-D with packed rows, is repacked the first time
+    /// a `mul_mat` reads it: its storage keeps the repacked copy (as many bytes
+    /// again as the weights) for every later compute and graph it is rebound
+    /// to. A repacked product runs the tile at every batch size: the bits of
+    /// the tile on the weights in place, which those take from the tile's
+    /// `min_rows` (below it they run the dot kernels, equal to rounding).
+    /// Matrix-vector products stream the weights sequentially (see the README).
     pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
         self.repack = repack;
         self
