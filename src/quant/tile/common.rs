@@ -1,6 +1,8 @@
 //! What the dispatcher of this module and its kernels share: the prepared
-//! block size, the kernel contracts ([`RawTile`], [`RawPacked`]), the weight
-//! rows of a SIMD call, the packed-block source and the prefetch.
+//! block size, the kernel contracts ([`RawTile`], [`RawPacked`]), where a SIMD
+//! call's weight blocks come from ([`Source`]: the [`Rows`] in place or a
+//! [`Repacked`] group; each level implements it for its vectors), the
+//! packed-block source and the prefetch.
 
 /// The base pointers of the `N` weight rows of one SIMD tile call; missing
 /// rows repeat row 0 (their lanes are never stored).
@@ -22,6 +24,107 @@ impl<const N: usize> Rows<N> {
             *p = r.as_ptr();
         }
         Rows { ptr, wb }
+    }
+}
+
+/// Where a SIMD call's weight blocks come from, as the dword-transposed
+/// vectors (`V`: one lane per weight row) the kernels decode: [`Rows`] in their
+/// GGUF layout, transposed as they are read, or a [`Repacked`] group, whose
+/// blocks were transposed ahead of time. Offsets are bytes within a block;
+/// each level implements it for its own vector type and row count.
+#[cfg(target_arch = "x86_64")]
+pub(super) trait Source<V> {
+    /// Asks for block `b`'s bytes ahead of their use (a repacked group's
+    /// stream; the rows' transposes prefetch their own).
+    ///
+    /// # Safety
+    /// The CPU must have the level's features.
+    unsafe fn touch(&self, b: usize);
+    /// Bytes `off..off + 16` of block `b` of the rows, transposed by dwords:
+    /// lane `r` of vector `e` holds bytes `off + 4e..off + 4e + 4` of row `r`.
+    ///
+    /// # Safety
+    /// `b` must be below the call's block count and the bytes inside the
+    /// block (for a repacked group, inside its body); the CPU must have the level's features.
+    unsafe fn t16(&self, b: usize, off: usize) -> [V; 4];
+    /// Bytes `off..off + 32` of block `b`, transposed as [`Source::t16`].
+    ///
+    /// # Safety
+    /// As for [`Source::t16`].
+    unsafe fn t32(&self, b: usize, off: usize) -> [V; 8];
+    /// Lane `r`: the dword at `off` of row `r`'s block `b`.
+    ///
+    /// # Safety
+    /// As for [`Source::t16`].
+    unsafe fn dword(&self, b: usize, off: usize) -> V;
+    /// Lane `r`: the f16 at `off` of row `r`'s block `b`, as f32 bits.
+    ///
+    /// # Safety
+    /// As for [`Source::t16`] (a repacked group's f16 may also be its
+    /// trailer's), and the CPU must have F16C.
+    unsafe fn half(&self, b: usize, off: usize) -> V;
+}
+
+/// A group of `N` rows repacked ahead of time (`TileKernel::pack_group`): per
+/// block (`wb · N` bytes), dword `v` of row `r`'s body (its bytes past a
+/// `head` and before a `tail`) at `4 (N v + r)`, then each row's head and
+/// tail bytes (the trailer).
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Repacked<const N: usize> {
+    base: *const u8,
+    wb: usize,
+    head: usize,
+    tail: usize,
+}
+
+/// Where a [`Repacked`] block's f16 at some offset lies.
+#[cfg(target_arch = "x86_64")]
+pub(super) enum Half {
+    /// In body dword `v`: its high half when `high`, else its low one.
+    Body { v: usize, high: bool },
+    /// In the trailer, one f16 per row from its pointer.
+    Trailer(*const u8),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<const N: usize> Repacked<N> {
+    /// The group at `base` of blocks of `wb` bytes per row, of which `head`
+    /// lead and `tail` end outside the transposed body (one f16 at most, at
+    /// either end: the kernels read no other).
+    pub(super) fn new(base: *const u8, wb: usize, head: usize, tail: usize) -> Repacked<N> {
+        debug_assert!(head + tail <= 2 && (wb - head - tail).is_multiple_of(4));
+        Repacked { base, wb, head, tail }
+    }
+
+    /// The first byte of body dword vector `v` of block `b` (`4 N` bytes).
+    #[inline(always)]
+    pub(super) fn vector(&self, b: usize, v: usize) -> *const u8 {
+        self.base.wrapping_add(b * self.wb * N + 4 * N * v)
+    }
+
+    /// The body vector holding byte `off` (dword-aligned within the body).
+    #[inline(always)]
+    pub(super) fn at(&self, off: usize) -> usize {
+        debug_assert!(off >= self.head && (off - self.head).is_multiple_of(4));
+        (off - self.head) / 4
+    }
+
+    /// Where the f16 at `off` of block `b`'s rows lies.
+    #[inline(always)]
+    pub(super) fn half_at(&self, b: usize, off: usize) -> Half {
+        let body = self.wb - self.head - self.tail;
+        if off >= self.head && off < self.head + body {
+            Half::Body { v: (off - self.head) / 4, high: (off - self.head) % 4 == 2 }
+        } else {
+            Half::Trailer(self.base.wrapping_add(b * self.wb * N + body * N))
+        }
+    }
+
+    /// Asks for block `b`'s bytes [`prefetch_ahead`].
+    #[inline(always)]
+    pub(super) fn touch(&self, b: usize) {
+        let block = self.wb * N;
+        prefetch_ahead(self.base.wrapping_add(b * block), block);
     }
 }
 

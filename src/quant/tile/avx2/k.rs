@@ -17,7 +17,8 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, Source, MR};
+use super::super::common::Source;
+use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Bytes of a Q8_K block.
 const QB: usize = 292;
@@ -62,7 +63,7 @@ fn dword_shuffle(from: [Option<usize>; 4]) -> __m256i {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_k4<const FIVE: bool>(s: &impl Source, b: usize) -> PackedK {
+unsafe fn pack_k4<const FIVE: bool>(s: &impl Source<__m256i>, b: usize) -> PackedK {
     let m4 = _mm256_set1_epi8(0x0f);
     let mut out = PackedK {
         q: [[_mm256_setzero_si256(); 8]; 8],
@@ -178,7 +179,7 @@ struct Packed6 {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q6_k(s: &impl Source, b: usize) -> Packed6 {
+unsafe fn pack_q6_k(s: &impl Source<__m256i>, b: usize) -> Packed6 {
     let mut out = Packed6 {
         q: [[_mm256_setzero_si256(); 4]; 16],
         sc: [_mm256_setzero_si256(); 16],

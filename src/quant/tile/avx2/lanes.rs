@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::prefetch_ahead;
+use super::super::common::{prefetch_ahead, Half, Source};
 
 /// Weight rows per call.
 pub(crate) const MR: usize = 8;
@@ -101,39 +101,10 @@ pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m256i; 8
     out
 }
 
-/// Where a call's weight blocks come from, as the dword-transposed vectors
-/// the kernels decode: [`Rows`] in their GGUF layout, transposed as they are
-/// read, or a [`Repacked`] group, whose blocks were transposed ahead of time
-/// (the AVX2 form of the AVX-512 tiles' `Source`). Offsets are bytes within a block.
-pub(super) trait Source {
-    /// Asks for block `b`'s bytes ahead of their use.
-    ///
-    /// # Safety
-    /// The CPU must have the level's features.
-    unsafe fn touch(&self, b: usize);
-    /// Bytes `off..off + 16` of block `b` of the 8 rows as [`transpose16`] gives them.
-    ///
-    /// # Safety
-    /// `b` must be below the call's block count and the bytes inside the block; the CPU must have AVX2.
-    unsafe fn t16(&self, b: usize, off: usize) -> [__m256i; 4];
-    /// Bytes `off..off + 32` of block `b` of the 8 rows as [`transpose32`] gives them.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`].
-    unsafe fn t32(&self, b: usize, off: usize) -> [__m256i; 8];
-    /// Lane `r`: the dword at `off` of row `r`'s block `b`.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`].
-    unsafe fn dword(&self, b: usize, off: usize) -> __m256i;
-    /// Lane `r`: the f16 at `off` of row `r`'s block `b`, as f32 bits.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`], and the CPU must have F16C.
-    unsafe fn half(&self, b: usize, off: usize) -> __m256i;
-}
+/// A group of 8 rows repacked ahead of time ([`super::super::common::Repacked`]).
+pub(super) type Repacked = super::super::common::Repacked<MR>;
 
-impl Source for Rows {
+impl Source<__m256i> for Rows {
     #[inline(always)]
     unsafe fn touch(&self, _b: usize) {}
     #[inline(always)]
@@ -158,54 +129,16 @@ impl Source for Rows {
     }
 }
 
-/// A group of 8 rows repacked ahead of time (`TileKernel::pack_group`), as
-/// the AVX-512 tiles' `Repacked` with 32-byte vectors: per block (`wb · 8`
-/// bytes), dword `v` of row `r`'s body at `32 v + 4 r`, then each row's head
-/// and tail bytes.
-pub(super) struct Repacked {
-    base: *const u8,
-    wb: usize,
-    head: usize,
-    tail: usize,
-}
-
-impl Repacked {
-    /// The group at `base` of blocks of `wb` bytes per row, of which `head`
-    /// lead and `tail` end outside the transposed body (one f16 at most, at
-    /// either end: the kernels read no other).
-    pub(super) fn new(base: *const u8, wb: usize, head: usize, tail: usize) -> Repacked {
-        debug_assert!(head + tail <= 2 && (wb - head - tail).is_multiple_of(4));
-        Repacked { base, wb, head, tail }
-    }
-
-    /// Body vector `v` of block `b`.
-    ///
-    /// # Safety
-    /// The group must hold block `b`, and `v` be inside its body; the CPU must have AVX.
-    #[inline(always)]
-    unsafe fn vector(&self, b: usize, v: usize) -> __m256i {
-        _mm256_loadu_si256(self.base.add(b * self.wb * MR + 32 * v).cast())
-    }
-
-    /// The body vector holding byte `off` (dword-aligned within the body).
-    #[inline(always)]
-    fn at(&self, off: usize) -> usize {
-        debug_assert!(off >= self.head && (off - self.head).is_multiple_of(4));
-        (off - self.head) / 4
-    }
-}
-
-impl Source for Repacked {
+impl Source<__m256i> for Repacked {
     #[inline(always)]
     unsafe fn touch(&self, b: usize) {
-        let block = self.wb * MR;
-        prefetch_ahead(self.base.wrapping_add(b * block), block);
+        Repacked::touch(self, b)
     }
     #[inline(always)]
     unsafe fn t16(&self, b: usize, off: usize) -> [__m256i; 4] {
         let (v, mut out) = (self.at(off), [_mm256_setzero_si256(); 4]);
         for (e, o) in out.iter_mut().enumerate() {
-            *o = self.vector(b, v + e);
+            *o = _mm256_loadu_si256(self.vector(b, v + e).cast());
         }
         out
     }
@@ -213,27 +146,26 @@ impl Source for Repacked {
     unsafe fn t32(&self, b: usize, off: usize) -> [__m256i; 8] {
         let (v, mut out) = (self.at(off), [_mm256_setzero_si256(); 8]);
         for (e, o) in out.iter_mut().enumerate() {
-            *o = self.vector(b, v + e);
+            *o = _mm256_loadu_si256(self.vector(b, v + e).cast());
         }
         out
     }
     #[inline(always)]
     unsafe fn dword(&self, b: usize, off: usize) -> __m256i {
-        self.vector(b, self.at(off))
+        _mm256_loadu_si256(self.vector(b, self.at(off)).cast())
     }
     #[inline(always)]
     unsafe fn half(&self, b: usize, off: usize) -> __m256i {
-        let body = self.wb - self.head - self.tail;
-        let halves = if off >= self.head && off < self.head + body {
-            // inside a transposed dword: its low or high half, gathered from both 128-bit lanes
-            let d = self.vector(b, (off - self.head) / 4);
-            let d = if (off - self.head) % 4 == 2 { _mm256_srli_epi32::<16>(d) } else { d };
-            let low_halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
-            let x = _mm256_shuffle_epi8(d, _mm256_set_m128i(low_halves, low_halves));
-            _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0x08>(x))
-        } else {
-            // the trailer: one f16 per row
-            _mm_loadu_si128(self.base.add(b * self.wb * MR + body * MR).cast())
+        let halves = match self.half_at(b, off) {
+            Half::Body { v, high } => {
+                // the low or high halves of the dwords, gathered from both 128-bit lanes
+                let d = _mm256_loadu_si256(self.vector(b, v).cast());
+                let d = if high { _mm256_srli_epi32::<16>(d) } else { d };
+                let low_halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+                let x = _mm256_shuffle_epi8(d, _mm256_set_m128i(low_halves, low_halves));
+                _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0x08>(x))
+            }
+            Half::Trailer(p) => _mm_loadu_si128(p.cast()),
         };
         _mm256_castps_si256(_mm256_cvtph_ps(halves))
     }

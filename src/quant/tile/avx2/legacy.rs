@@ -16,8 +16,8 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, Source, MR};
+use super::super::common::{Blocks, Source, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
@@ -62,7 +62,7 @@ fn nibbles(t: &[__m256i; 4], e: usize) -> __m256i {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
+unsafe fn nibble_block(s: &impl Source<__m256i>, b: usize, qs: usize) -> Packed {
     let t = s.t16(b, qs);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
@@ -78,7 +78,7 @@ unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q4_0(s: &impl Source<__m256i>, b: usize) -> Packed {
     nibble_block(s, b, 2)
 }
 
@@ -88,7 +88,7 @@ unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q4_1(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q4_1(s: &impl Source<__m256i>, b: usize) -> Packed {
     let mut out = nibble_block(s, b, 4);
     out[MINS_AT] = s.half(b, 2);
     out
@@ -103,7 +103,7 @@ unsafe fn pack_q4_1(s: &impl Source, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q5_0(s: &impl Source<__m256i>, b: usize) -> Packed {
     let t = s.t16(b, 6);
     let qh = s.dword(b, 2);
     let bit4 = _mm256_set1_epi8(0x10);
@@ -129,7 +129,7 @@ unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_iq4_nl(s: &impl Source<__m256i>, b: usize) -> Packed {
     let t = s.t16(b, 2);
     let table = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
     let table = _mm256_set_m128i(table, table);
@@ -149,7 +149,7 @@ unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q8_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q8_0(s: &impl Source<__m256i>, b: usize) -> Packed {
     let t = s.t32(b, 2);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
@@ -171,7 +171,7 @@ const IQ4_NL: u8 = 4;
 /// decoded a block at a time.
 struct Weights<const T: u8, S>(S);
 
-impl<const T: u8, S: Source> Blocks<Packed> for Weights<T, S> {
+impl<const T: u8, S: Source<__m256i>> Blocks<Packed> for Weights<T, S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed {
         self.0.touch(b);

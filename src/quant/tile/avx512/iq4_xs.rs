@@ -12,9 +12,9 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::Blocks;
+use super::super::common::{Blocks, Source};
 use super::k::{load_acc, KC_K, NR_K, QB};
-use super::lanes::{bcast, Repacked, Rows, Source, MR};
+use super::lanes::{bcast, Repacked, Rows, MR};
 
 /// One packed IQ4_XS super-block of 16 rows: group `g`'s values `+ 128` as 8
 /// vectors (lane `r` of vector `e`: values `4e..4e + 4` of row `r`), the
@@ -34,7 +34,7 @@ struct PackedXs {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_iq4_xs(s: &impl Source, b: usize) -> PackedXs {
+unsafe fn pack_iq4_xs(s: &impl Source<__m512i>, b: usize) -> PackedXs {
     // lane r: h[0] = d | scales_h << 16, h[1] = the four scales_l bytes
     let h = s.t16(b, 0);
     let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
@@ -65,7 +65,7 @@ unsafe fn pack_iq4_xs(s: &impl Source, b: usize) -> PackedXs {
 /// The super-blocks of IQ4_XS weights from a [`Source`].
 struct Iq4Xs<S>(S);
 
-impl<S: Source> Blocks<PackedXs> for Iq4Xs<S> {
+impl<S: Source<__m512i>> Blocks<PackedXs> for Iq4Xs<S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> PackedXs {
         self.0.touch(b);

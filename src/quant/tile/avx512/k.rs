@@ -20,8 +20,8 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{prefetch_ahead, Blocks};
-use super::lanes::{bcast, byte_picker, Repacked, Rows, Source, MR};
+use super::super::common::{prefetch_ahead, Blocks, Source};
+use super::lanes::{bcast, byte_picker, Repacked, Rows, MR};
 
 /// Bytes of a Q8_K block.
 pub(super) const QB: usize = 292;
@@ -50,7 +50,7 @@ struct PackedK {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_k4<const FIVE: bool>(s: &impl Source, b: usize) -> PackedK {
+unsafe fn pack_k4<const FIVE: bool>(s: &impl Source<__m512i>, b: usize) -> PackedK {
     // the 16-byte head of each row's super-block: d and dmin, then the 12 scale bytes
     let h = s.t16(b, 0);
     // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
@@ -173,7 +173,7 @@ struct K4<S, const FIVE: bool>(S);
 /// The super-blocks of Q6_K weights from a [`Source`].
 struct Q6K<S>(S);
 
-impl<S: Source, const FIVE: bool> Blocks<PackedK> for K4<S, FIVE> {
+impl<S: Source<__m512i>, const FIVE: bool> Blocks<PackedK> for K4<S, FIVE> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> PackedK {
         self.0.touch(b);
@@ -181,7 +181,7 @@ impl<S: Source, const FIVE: bool> Blocks<PackedK> for K4<S, FIVE> {
     }
 }
 
-impl<S: Source> Blocks<Packed6> for Q6K<S> {
+impl<S: Source<__m512i>> Blocks<Packed6> for Q6K<S> {
     #[inline(always)]
     unsafe fn get(&self, b: usize) -> Packed6 {
         self.0.touch(b);
@@ -290,7 +290,7 @@ fn dword_shuffle(from: [Option<usize>; 4]) -> __m512i {
 /// Every row of `rows` must hold more than `b` super-blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q6_k(s: &impl Source, b: usize) -> Packed6 {
+unsafe fn pack_q6_k(s: &impl Source<__m512i>, b: usize) -> Packed6 {
     let mut out = Packed6 {
         q: [[_mm512_setzero_si512(); 4]; 16],
         sc: [_mm512_setzero_si512(); 16],

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::prefetch_ahead;
+use super::super::common::{Half, Source};
 
 /// Weight rows per call.
 pub(crate) const MR: usize = 16;
@@ -112,40 +112,10 @@ pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m512i; 8
     out
 }
 
-/// Where a call's weight blocks come from, as the dword-transposed vectors
-/// the kernels decode: [`Rows`] in their GGUF layout, transposed as they are
-/// read, or a [`Repacked`] group, whose blocks were transposed ahead of time
-/// (see `TileKernel::pack_group`). Offsets are bytes within a block.
-pub(super) trait Source {
-    /// Asks for block `b`'s bytes ahead of their use, where the hardware's
-    /// stream prefetch would not.
-    ///
-    /// # Safety
-    /// The CPU must have the level's features.
-    unsafe fn touch(&self, b: usize);
-    /// Bytes `off..off + 16` of block `b` of the 16 rows as [`transpose16`] gives them.
-    ///
-    /// # Safety
-    /// `b` must be below the call's block count and the bytes inside the block; the CPU must have AVX-512 F.
-    unsafe fn t16(&self, b: usize, off: usize) -> [__m512i; 4];
-    /// Bytes `off..off + 32` of block `b` of the 16 rows as [`transpose32`] gives them.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`].
-    unsafe fn t32(&self, b: usize, off: usize) -> [__m512i; 8];
-    /// Lane `r`: the dword at `off` of row `r`'s block `b`.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`].
-    unsafe fn dword(&self, b: usize, off: usize) -> __m512i;
-    /// Lane `r`: the f16 at `off` of row `r`'s block `b`, as f32 bits.
-    ///
-    /// # Safety
-    /// As for [`Source::t16`], and the CPU must have F16C.
-    unsafe fn half(&self, b: usize, off: usize) -> __m512i;
-}
+/// A group of 16 rows repacked ahead of time ([`super::super::common::Repacked`]).
+pub(super) type Repacked = super::super::common::Repacked<MR>;
 
-impl Source for Rows {
+impl Source<__m512i> for Rows {
     #[inline(always)]
     unsafe fn touch(&self, _b: usize) {}
     #[inline(always)]
@@ -170,54 +140,16 @@ impl Source for Rows {
     }
 }
 
-/// A group of 16 rows repacked ahead of time (`TileKernel::pack_group`): per
-/// block (`wb · 16` bytes), the dwords of the rows' bodies (their bytes past a
-/// `head` and before a `tail`), dword `v` of row `r` at `64 v + 4 r`, then
-/// each row's head and tail bytes, row `r`'s at `16 · body + (head + tail) · r`.
-pub(super) struct Repacked {
-    base: *const u8,
-    wb: usize,
-    head: usize,
-    tail: usize,
-}
-
-impl Repacked {
-    /// The group at `base` of blocks of `wb` bytes per row, of which `head`
-    /// lead and `tail` end outside the transposed body (one f16 at most, at
-    /// either end: the kernels read no other).
-    pub(super) fn new(base: *const u8, wb: usize, head: usize, tail: usize) -> Repacked {
-        debug_assert!(head + tail <= 2 && (wb - head - tail).is_multiple_of(4));
-        Repacked { base, wb, head, tail }
-    }
-
-    /// Body vector `v` of block `b`.
-    ///
-    /// # Safety
-    /// The group must hold block `b`, and `v` be inside its body; the CPU must have AVX-512 F.
-    #[inline(always)]
-    unsafe fn vector(&self, b: usize, v: usize) -> __m512i {
-        _mm512_loadu_si512(self.base.add(b * self.wb * MR + 64 * v).cast())
-    }
-
-    /// The body vector holding byte `off` (dword-aligned within the body).
-    #[inline(always)]
-    fn at(&self, off: usize) -> usize {
-        debug_assert!(off >= self.head && (off - self.head).is_multiple_of(4));
-        (off - self.head) / 4
-    }
-}
-
-impl Source for Repacked {
+impl Source<__m512i> for Repacked {
     #[inline(always)]
     unsafe fn touch(&self, b: usize) {
-        let block = self.wb * MR;
-        prefetch_ahead(self.base.wrapping_add(b * block), block);
+        Repacked::touch(self, b)
     }
     #[inline(always)]
     unsafe fn t16(&self, b: usize, off: usize) -> [__m512i; 4] {
         let (v, mut out) = (self.at(off), [_mm512_setzero_si512(); 4]);
         for (e, o) in out.iter_mut().enumerate() {
-            *o = self.vector(b, v + e);
+            *o = _mm512_loadu_si512(self.vector(b, v + e).cast());
         }
         out
     }
@@ -225,25 +157,22 @@ impl Source for Repacked {
     unsafe fn t32(&self, b: usize, off: usize) -> [__m512i; 8] {
         let (v, mut out) = (self.at(off), [_mm512_setzero_si512(); 8]);
         for (e, o) in out.iter_mut().enumerate() {
-            *o = self.vector(b, v + e);
+            *o = _mm512_loadu_si512(self.vector(b, v + e).cast());
         }
         out
     }
     #[inline(always)]
     unsafe fn dword(&self, b: usize, off: usize) -> __m512i {
-        self.vector(b, self.at(off))
+        _mm512_loadu_si512(self.vector(b, self.at(off)).cast())
     }
     #[inline(always)]
     unsafe fn half(&self, b: usize, off: usize) -> __m512i {
-        let body = self.wb - self.head - self.tail;
-        let halves = if off >= self.head && off < self.head + body {
-            // inside a transposed dword: its low or high half
-            let d = self.vector(b, (off - self.head) / 4);
-            let d = if (off - self.head) % 4 == 2 { _mm512_srli_epi32::<16>(d) } else { d };
-            _mm512_cvtepi32_epi16(d)
-        } else {
-            // the trailer: one f16 per row
-            _mm256_loadu_si256(self.base.add(b * self.wb * MR + body * MR).cast())
+        let halves = match self.half_at(b, off) {
+            Half::Body { v, high } => {
+                let d = _mm512_loadu_si512(self.vector(b, v).cast());
+                _mm512_cvtepi32_epi16(if high { _mm512_srli_epi32::<16>(d) } else { d })
+            }
+            Half::Trailer(p) => _mm256_loadu_si256(p.cast()),
         };
         _mm512_castps_si512(_mm512_cvtph_ps(halves))
     }

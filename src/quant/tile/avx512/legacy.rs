@@ -20,8 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{Blocks, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, Repacked, Rows, Source, MR};
+use super::super::common::{Blocks, Source, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, Repacked, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
 const KC: usize = 32;
@@ -104,7 +104,7 @@ impl Dot for WithMins {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q4_0(s: &impl Source<__m512i>, b: usize) -> Packed {
     nibble_block(s, b, 2)
 }
 
@@ -115,7 +115,7 @@ unsafe fn pack_q4_0(s: &impl Source, b: usize) -> Packed {
 /// As for [`pack_q4_0`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
+unsafe fn nibble_block(s: &impl Source<__m512i>, b: usize, qs: usize) -> Packed {
     let t = s.t16(b, qs);
     let m4 = _mm512_set1_epi8(0x0f);
     let mut out = [_mm512_setzero_si512(); 9];
@@ -134,7 +134,7 @@ unsafe fn nibble_block(s: &impl Source, b: usize, qs: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_1(s: &impl Source, b: usize) -> WithMins {
+unsafe fn pack_q4_1(s: &impl Source<__m512i>, b: usize) -> WithMins {
     let mins = s.half(b, 2);
     WithMins(nibble_block(s, b, 4), _mm512_castsi512_ps(mins))
 }
@@ -148,7 +148,7 @@ unsafe fn pack_q4_1(s: &impl Source, b: usize) -> WithMins {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q5_0(s: &impl Source<__m512i>, b: usize) -> Packed {
     let t = s.t16(b, 6);
     let qh = s.dword(b, 2);
     let (m4, bit4) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x10));
@@ -177,7 +177,7 @@ unsafe fn pack_q5_0(s: &impl Source, b: usize) -> Packed {
 /// As for [`pack_q4_0`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_iq4_nl(s: &impl Source<__m512i>, b: usize) -> Packed {
     let mut out = nibble_block(s, b, 2);
     let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
     let bias = _mm512_set1_epi8(-128);
@@ -194,7 +194,7 @@ unsafe fn pack_iq4_nl(s: &impl Source, b: usize) -> Packed {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q8_0(s: &impl Source, b: usize) -> Packed {
+unsafe fn pack_q8_0(s: &impl Source<__m512i>, b: usize) -> Packed {
     let t = s.t32(b, 2);
     let bias = _mm512_set1_epi8(-128);
     let mut out = [_mm512_setzero_si512(); 9];
@@ -264,7 +264,7 @@ struct Iq4Nl<S>(S);
 /// `Blocks` for a weight wrapper `$ty` whose blocks `$pack` decodes into `$p`.
 macro_rules! source_blocks {
     ($ty:ident, $p:ty, $pack:ident) => {
-        impl<S: Source> Blocks<$p> for $ty<S> {
+        impl<S: Source<__m512i>> Blocks<$p> for $ty<S> {
             #[inline(always)]
             unsafe fn get(&self, b: usize) -> $p {
                 self.0.touch(b);
