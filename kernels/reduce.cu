@@ -12,3 +12,17 @@ extern "C" __global__ void rg_sum_rows(char* dst, RgT d, const char* a, RgT ta) 
     acc = rg_block_sum(acc);
     if (threadIdx.x == 0) rg_store(dst + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3], d.type, (float)acc);
 }
+
+// sum: dst[0] = the sum of every element of a, in double. One block: thread t
+// sums rows t, t + blockDim.x, ... (each in order), then the block sums those.
+extern "C" __global__ void rg_sum(char* dst, RgT d, const char* a, RgT ta, i64 nrows) {
+    double acc = 0.0;
+    for (i64 r = threadIdx.x; r < nrows; r += blockDim.x) {
+        i64 i1, i2, i3;
+        rg_unravel_row(ta, r, &i1, &i2, &i3);
+        const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
+        for (i64 i0 = 0; i0 < ta.ne[0]; i0++) acc += (double)rg_load(x + i0 * ta.nb[0], ta.type);
+    }
+    acc = rg_block_sum(acc);
+    if (threadIdx.x == 0) rg_store(dst, d.type, (float)acc);
+}

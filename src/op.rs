@@ -227,6 +227,11 @@ pub enum Op {
         /// The input.
         a: TensorId,
     },
+    /// Sum of every element of `a` (ggml's `sum`): one value.
+    Sum {
+        /// The input.
+        a: TensorId,
+    },
     /// ggml's `mul_mat`: `out[i3,i2,i1,i0] = Σ_k a[.., i0, k] * b[i3, i2, i1, k]`.
     MulMat {
         /// The weights (any type), broadcast over `b`'s dims 2 and 3.
@@ -370,6 +375,7 @@ impl Op {
             Op::Unary { op, .. } => op.name(),
             Op::Glu { op, .. } => op.name(),
             Op::SumRows { .. } => "sum_rows",
+            Op::Sum { .. } => "sum",
             Op::MulMat { .. } => "mul_mat",
             Op::GetRows { .. } => "get_rows",
             Op::SetRows { .. } => "set_rows",
@@ -399,6 +405,7 @@ impl Op {
             Op::Scale { a, .. }
             | Op::Unary { a, .. }
             | Op::SumRows { a }
+            | Op::Sum { a }
             | Op::RmsNorm { a, w: None, .. }
             | Op::Norm { a, .. }
             | Op::DiagMaskInf { a, .. }
@@ -512,7 +519,7 @@ impl Op {
             Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Glu { .. } => 2 * n,
-            Op::SumRows { a } => layout(a)?.nelements() as u64,
+            Op::SumRows { a } | Op::Sum { a } => layout(a)?.nelements() as u64,
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),

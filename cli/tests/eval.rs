@@ -200,3 +200,28 @@ fn cli_output_into_a_closed_pipe_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// A case with a `sum` node over a transposed input: its value is the f64 sum
+/// computed here, and a wrong expectation fails.
+#[test]
+fn a_sum_node_sums_every_element_through_views() {
+    let data: Vec<f64> = (0..12).map(|i| (i as f64 - 5.5) * 0.375).collect();
+    let want: f64 = data.iter().sum();
+    let case = |expected: f64| {
+        serde_json::json!({
+            "id": "sum-0", "exact": false, "atol": 1e-6, "rtol": 1e-6,
+            "nodes": [
+                {"name": "x", "op": "input", "src": [], "ne": [3, 4, 1, 1], "nb": [4, 12, 48, 48], "data": data,
+                 "view_of": null, "view_offs": 0, "contiguous": true},
+                {"name": "xt", "op": "transpose", "src": ["x"], "ne": [4, 3, 1, 1], "nb": [12, 4, 48, 48],
+                 "view_of": "x", "view_offs": 0, "contiguous": false},
+                {"name": "s", "op": "sum", "src": ["xt"], "ne": [1, 1, 1, 1], "nb": [4, 4, 4, 4],
+                 "view_of": null, "view_offs": 0, "contiguous": true, "expected": [expected]}
+            ]
+        })
+    };
+    let cpu = CpuBackend::new(2).unwrap();
+    let r = graph_cases::run_case(&cpu, &case(want));
+    assert!(r.passed(), "{:?} {:?}", r.error, r.failures);
+    assert!(!graph_cases::run_case(&cpu, &case(want + 0.5)).passed());
+}

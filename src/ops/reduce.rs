@@ -10,4 +10,12 @@ impl Context {
         let l = self.require_float("sum_rows", a)?;
         self.new_result(Op::SumRows { a }, l.dtype, [1, l.ne[1], l.ne[2], l.ne[3]])
     }
+
+    /// The sum of every element of `a` (ggml's `sum`): result `ne = [1, 1, 1,
+    /// 1]`, `a`'s type, accumulated in f64 in a fixed order (the same bits on
+    /// any thread count).
+    pub fn sum(&self, a: TensorId) -> Result<TensorId> {
+        let l = self.require_float("sum", a)?;
+        self.new_result(Op::Sum { a }, l.dtype, [1, 1, 1, 1])
+    }
 }

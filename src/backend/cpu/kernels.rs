@@ -89,6 +89,9 @@ impl Kernels for CpuKernels<'_> {
     fn sum_rows(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum_rows(&self.ex, dst, a)
     }
+    fn sum(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
+        reduce::sum(&self.ex, dst, a)
+    }
     fn mul_mat(&mut self, dst: StridedMut, a: Strided, b: Strided, weights: TensorId) -> Result<()> {
         let ex = self.ex;
         let packed = self.packed(weights)?;

@@ -1,4 +1,4 @@
-//! Reductions over dim 0.
+//! Reductions: over dim 0, and over every element.
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
@@ -23,5 +23,36 @@ pub(crate) fn sum_rows(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
             }
         }
     });
+    Ok(())
+}
+
+/// `dst[0] = Σ a` over every element, in f64: each row summed in order (rows
+/// in parallel), then the row sums in row order, so the bits do not depend on
+/// the thread count.
+pub(crate) fn sum(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
+    let (sd, sa) = (Scalar::of("sum", dst.l.dtype)?, Scalar::of("sum", a.l.dtype)?);
+    let (ne0, an, nrows) = (a.l.ne[0] as usize, a.l.nb[0], a.l.nrows() as usize);
+    let mut sums = vec![0f64; nrows];
+    let shared = super::mem::SharedBytes::new(bytemuck::cast_slice_mut(&mut sums));
+    ex.for_ranges(nrows, ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = a.l.row_index(r as i64);
+            let x = a.row(i1, i2, i3);
+            let mut acc = 0f64;
+            // SAFETY: row (i1,i2,i3) of a holds ne0 elements at stride an; slot r
+            // of `sums` (8 bytes, inside it) is written by this thread alone.
+            unsafe {
+                for i0 in 0..ne0 {
+                    acc += sa.load(x.add(i0 * an)) as f64;
+                }
+                if let Some(slot) = shared.range(8 * r, 8) {
+                    slot.copy_from_slice(&acc.to_ne_bytes());
+                }
+            }
+        }
+    });
+    let total: f64 = sums.iter().sum();
+    // SAFETY: dst is one element of its type.
+    unsafe { sd.store(dst.row(0, 0, 0), total as f32) };
     Ok(())
 }

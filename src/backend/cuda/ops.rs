@@ -55,6 +55,14 @@ pub(crate) fn sum_rows(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     Ok(())
 }
 
+/// `dst[0] = Σ a`: one block, each thread a fixed stride of the rows, so the
+/// f64 sum's order (and its bits) does not depend on the device.
+pub(crate) fn sum(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
+    launch!(dev, "reduce", "rg_sum", per_row(1, 0)?;
+        dst.ptr, dst.p("sum")?, a.ptr, a.p("sum")?, a.l.nrows());
+    Ok(())
+}
+
 /// `rms_norm` of each row, times the broadcast weight `w` if given.
 pub(crate) fn rms_norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound, w: Option<Bound>) -> Result<()> {
     let rows = per_row(a.l.nrows(), 0)?;

@@ -64,6 +64,9 @@ impl Kernels for CudaKernels<'_> {
     fn sum_rows(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum_rows(self.dev, dst, a)
     }
+    fn sum(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
+        ops::sum(self.dev, dst, a)
+    }
     fn mul_mat(&mut self, dst: BoundMut, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
         matmul::mul_mat(self.dev, dst, a, b, self.quant)
     }
