@@ -9,7 +9,7 @@ use common::Rng;
 use rgml::{Context, CpuBackend, DType, Error, Graph};
 
 /// A test input built in a fresh context.
-type Maker = Box<dyn Fn(&mut Context) -> rgml::TensorId>;
+type Maker<'a> = Box<dyn Fn(&mut Context) -> rgml::TensorId + 'a>;
 
 /// The f64 sum of `v`.
 fn f64_sum(v: &[f32]) -> f64 {
@@ -31,7 +31,7 @@ fn run_sum(threads: usize, make: &dyn Fn(&mut Context) -> rgml::TensorId) -> (f3
 #[test]
 fn sum_matches_an_f64_loop_on_every_layout() {
     let data = Rng(5).vec(7 * 33 * 5 * 3, 2.0);
-    let makers: Vec<(&str, Maker)> = vec![
+    let makers: Vec<(&str, Maker<'_>)> = vec![
         ("contiguous", Box::new(|c: &mut Context| c.new_f32(&[7, 33, 5, 3], &data).unwrap())),
         (
             "transposed",
