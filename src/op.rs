@@ -227,6 +227,11 @@ pub enum Op {
         /// The input.
         a: TensorId,
     },
+    /// Mean over dim 0 of `a` (ggml's `mean`).
+    Mean {
+        /// The input.
+        a: TensorId,
+    },
     /// Sum of every element of `a` (ggml's `sum`): one value.
     Sum {
         /// The input.
@@ -376,6 +381,7 @@ impl Op {
             Op::Glu { op, .. } => op.name(),
             Op::SumRows { .. } => "sum_rows",
             Op::Sum { .. } => "sum",
+            Op::Mean { .. } => "mean",
             Op::MulMat { .. } => "mul_mat",
             Op::GetRows { .. } => "get_rows",
             Op::SetRows { .. } => "set_rows",
@@ -406,6 +412,7 @@ impl Op {
             | Op::Unary { a, .. }
             | Op::SumRows { a }
             | Op::Sum { a }
+            | Op::Mean { a }
             | Op::RmsNorm { a, w: None, .. }
             | Op::Norm { a, .. }
             | Op::DiagMaskInf { a, .. }
@@ -519,7 +526,7 @@ impl Op {
             Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Glu { .. } => 2 * n,
-            Op::SumRows { a } | Op::Sum { a } => layout(a)?.nelements() as u64,
+            Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } => layout(a)?.nelements() as u64,
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),

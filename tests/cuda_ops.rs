@@ -131,6 +131,8 @@ fn reductions_and_norms() {
             ctx.sum_rows(t).unwrap(),
             ctx.sum(a).unwrap(),
             ctx.sum(t).unwrap(),
+            ctx.mean(a).unwrap(),
+            ctx.mean(t).unwrap(),
             ctx.rms_norm(a, 1e-6).unwrap(),
             ctx.rms_norm(t, 1e-5).unwrap(),
             ctx.rms_norm_mul(a, w, 1e-6).unwrap(),

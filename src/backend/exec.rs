@@ -116,6 +116,8 @@ pub(crate) trait Kernels {
     fn glu(&mut self, op: GluOp, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
     /// `dst[.., 0] = Σ a[.., i0]`.
     fn sum_rows(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst[.., 0] = Σ a[.., i0] / ne0`.
+    fn mean(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// `dst[0] = Σ a` (every element).
     fn sum(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// ggml's `mul_mat` with weights `a` (the leaf or node `weights`).
@@ -367,6 +369,7 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::Glu { op, a, b } => k.glu(op, dst, src(a)?, src(b)?),
         Op::SumRows { a } => k.sum_rows(dst, src(a)?),
         Op::Sum { a } => k.sum(dst, src(a)?),
+        Op::Mean { a } => k.mean(dst, src(a)?),
         Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
         Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),

@@ -11,6 +11,13 @@ impl Context {
         self.new_result(Op::SumRows { a }, l.dtype, [1, l.ne[1], l.ne[2], l.ne[3]])
     }
 
+    /// Mean over dim 0 (ggml's `mean`): result `ne = [1, ne1, ne2, ne3]`,
+    /// `a`'s type; each row summed in f64 and divided by `ne0` there.
+    pub fn mean(&self, a: TensorId) -> Result<TensorId> {
+        let l = self.require_float("mean", a)?;
+        self.new_result(Op::Mean { a }, l.dtype, [1, l.ne[1], l.ne[2], l.ne[3]])
+    }
+
     /// The sum of every element of `a` (ggml's `sum`): result `ne = [1, 1, 1,
     /// 1]`, `a`'s type, accumulated in f64 in a fixed order (the same bits on
     /// any thread count).

@@ -89,6 +89,9 @@ impl Kernels for CpuKernels<'_> {
     fn sum_rows(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum_rows(&self.ex, dst, a)
     }
+    fn mean(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
+        reduce::mean(&self.ex, dst, a)
+    }
     fn sum(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum(&self.ex, dst, a)
     }

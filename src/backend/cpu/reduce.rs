@@ -5,7 +5,18 @@ use crate::error::Result;
 
 /// `dst[0, i1, i2, i3] = Σ_i0 a[i0, i1, i2, i3]`, accumulated in f64 like ggml.
 pub(crate) fn sum_rows(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
-    let (sd, sa) = (Scalar::of("sum_rows", dst.l.dtype)?, Scalar::of("sum_rows", a.l.dtype)?);
+    row_sums(ex, "sum_rows", dst, a, 1.0)
+}
+
+/// `dst[0, i1, i2, i3] = Σ_i0 a[i0, i1, i2, i3] / ne0` (ggml's `mean`), summed
+/// and divided in f64.
+pub(crate) fn mean(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
+    row_sums(ex, "mean", dst, a, a.l.ne[0].max(1) as f64)
+}
+
+/// Each row's f64 sum divided by `div`, stored in `dst`'s type.
+fn row_sums(ex: &Exec, op: &'static str, dst: StridedMut, a: Strided, div: f64) -> Result<()> {
+    let (sd, sa) = (Scalar::of(op, dst.l.dtype)?, Scalar::of(op, a.l.dtype)?);
     let ne = a.l.ne;
     let (ne0, an) = (ne[0] as usize, a.l.nb[0]);
     ex.for_ranges(a.l.nrows() as usize, ne0, |rows| {
@@ -19,7 +30,7 @@ pub(crate) fn sum_rows(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
                 for i0 in 0..ne0 {
                     acc += sa.load(x.add(i0 * an)) as f64;
                 }
-                sd.store(dst.row(i1, i2, i3), acc as f32);
+                sd.store(dst.row(i1, i2, i3), (acc / div) as f32);
             }
         }
     });

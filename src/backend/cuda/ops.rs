@@ -51,7 +51,14 @@ pub(crate) fn glu(dev: &Device, op: GluOp, dst: BoundMut, a: Bound, b: Bound) ->
 /// `dst[.., 0] = Σ a[.., i0]`.
 pub(crate) fn sum_rows(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     launch!(dev, "reduce", "rg_sum_rows", per_row(a.l.nrows(), 0)?;
-        dst.ptr, dst.p("sum_rows")?, a.ptr, a.p("sum_rows")?);
+        dst.ptr, dst.p("sum_rows")?, a.ptr, a.p("sum_rows")?, 1.0f64);
+    Ok(())
+}
+
+/// `dst[.., 0] = Σ a[.., i0] / ne0`.
+pub(crate) fn mean(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
+    launch!(dev, "reduce", "rg_sum_rows", per_row(a.l.nrows(), 0)?;
+        dst.ptr, dst.p("mean")?, a.ptr, a.p("mean")?, a.l.ne[0].max(1) as f64);
     Ok(())
 }
 

@@ -64,6 +64,9 @@ impl Kernels for CudaKernels<'_> {
     fn sum_rows(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum_rows(self.dev, dst, a)
     }
+    fn mean(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
+        ops::mean(self.dev, dst, a)
+    }
     fn sum(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum(self.dev, dst, a)
     }

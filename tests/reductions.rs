@@ -1,7 +1,8 @@
-//! `sum` (ggml's `ggml_sum`): every element of a tensor summed into one value,
-//! against an f64 loop in the test, on contiguous, transposed, permuted and
-//! broadcast (stride-0) inputs and on F16; the same bits on every thread
-//! count; types it does not take are refused.
+//! `sum` (ggml's `ggml_sum`: every element of a tensor summed into one value)
+//! and `mean` (ggml's `ggml_mean`: of each row), against f64 loops in the
+//! test, on contiguous, transposed, permuted and broadcast (stride-0) inputs
+//! and on F16; the same bits on every thread count; types they do not take
+//! are refused.
 
 mod common;
 
@@ -85,8 +86,30 @@ fn sum_of_one_value_and_of_cancelling_values() {
 }
 
 #[test]
-fn sum_refuses_block_types() {
+fn sum_and_mean_refuse_block_types() {
     let mut ctx = Context::new();
     let q = ctx.new_tensor_2d(DType::Q8_0, 32, 2).unwrap();
     assert!(matches!(ctx.sum(q), Err(Error::Unsupported { op: "sum", .. })));
+    assert!(matches!(ctx.mean(q), Err(Error::Unsupported { op: "mean", .. })));
+}
+
+#[test]
+fn mean_of_each_row_matches_an_f64_loop() {
+    let data = Rng(9).vec(13 * 6 * 4, 3.0);
+    for transposed in [false, true] {
+        let mut ctx = Context::new();
+        let t = ctx.new_f32(&[13, 6, 4, 1], &data).unwrap();
+        let t = if transposed { ctx.transpose(t).unwrap() } else { t };
+        let ne = ctx.layout(t).unwrap().ne;
+        let m = ctx.mean(t).unwrap();
+        assert_eq!(ctx.layout(m).unwrap().ne, [1, ne[1], ne[2], 1]);
+        let c = ctx.cont(t).unwrap();
+        let g = Graph::build(&ctx, &[m, c]).unwrap();
+        let st = CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap();
+        let (got, values) = (st.read_f32(&ctx, m).unwrap(), st.read_f32(&ctx, c).unwrap());
+        for (row, &g) in values.chunks(ne[0] as usize).zip(&got) {
+            let want = f64_sum(row) / ne[0] as f64;
+            assert_eq!(g, want as f32, "transposed={transposed}: summed and divided in f64, rounded once");
+        }
+    }
 }
