@@ -27,3 +27,35 @@ extern "C" __global__ void rg_sum(char* dst, RgT d, const char* a, RgT ta, i64 n
     acc = rg_block_sum(acc);
     if (threadIdx.x == 0) rg_store(dst, d.type, (float)acc);
 }
+
+// argmax: dst[i1] (I32) = the index of the first largest value of row i1 of
+// the matrix a, as src/backend/cpu/reduce.rs (NaN never compares larger). A
+// thread per row.
+extern "C" __global__ void rg_argmax(char* dst, RgT d, const char* a, RgT ta, i64 nrows) {
+    RG_GRID_STRIDE(r, nrows) {
+        const char* x = a + r * ta.nb[1];
+        float best = rg_load(x, ta.type);
+        int idx = 0;
+        for (i64 i0 = 1; i0 < ta.ne[0]; i0++) {
+            float v = rg_load(x + i0 * ta.nb[0], ta.type);
+            if (v > best) { best = v; idx = (int)i0; }
+        }
+        *(int*)(dst + r * d.nb[0]) = idx;
+    }
+}
+
+// count_equal: dst[0] (I64) = how many elements of the I32 tensors a and b
+// (one shape) are equal. One block; the per-thread counts summed in double
+// (exact below 2^53).
+extern "C" __global__ void rg_count_equal(char* dst, const char* a, RgT ta, const char* b, RgT tb, i64 n) {
+    double acc = 0.0;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        i64 i0 = i % ta.ne[0], r = i / ta.ne[0];
+        i64 i1 = r % ta.ne[1], i2 = (r / ta.ne[1]) % ta.ne[2], i3 = r / (ta.ne[1] * ta.ne[2]);
+        int x = *(const int*)(a + i0 * ta.nb[0] + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3]);
+        int y = *(const int*)(b + i0 * tb.nb[0] + i1 * tb.nb[1] + i2 * tb.nb[2] + i3 * tb.nb[3]);
+        acc += (x == y) ? 1.0 : 0.0;
+    }
+    acc = rg_block_sum(acc);
+    if (threadIdx.x == 0) *(long long*)dst = (long long)acc;
+}

@@ -232,6 +232,18 @@ pub enum Op {
         /// The input.
         a: TensorId,
     },
+    /// The index of each row's first largest value (ggml's `argmax`): I32.
+    Argmax {
+        /// The input (a matrix of values).
+        a: TensorId,
+    },
+    /// How many elements of `a` and `b` are equal (ggml's `count_equal`): one I64.
+    CountEqual {
+        /// One operand (I32).
+        a: TensorId,
+        /// The other (I32, `a`'s shape).
+        b: TensorId,
+    },
     /// Sum of every element of `a` (ggml's `sum`): one value.
     Sum {
         /// The input.
@@ -382,6 +394,8 @@ impl Op {
             Op::SumRows { .. } => "sum_rows",
             Op::Sum { .. } => "sum",
             Op::Mean { .. } => "mean",
+            Op::Argmax { .. } => "argmax",
+            Op::CountEqual { .. } => "count_equal",
             Op::MulMat { .. } => "mul_mat",
             Op::GetRows { .. } => "get_rows",
             Op::SetRows { .. } => "set_rows",
@@ -413,11 +427,16 @@ impl Op {
             | Op::SumRows { a }
             | Op::Sum { a }
             | Op::Mean { a }
+            | Op::Argmax { a }
             | Op::RmsNorm { a, w: None, .. }
             | Op::Norm { a, .. }
             | Op::DiagMaskInf { a, .. }
             | Op::Repeat { a } => vec![a],
-            Op::Binary { a, b, .. } | Op::Glu { a, b, .. } | Op::MulMat { a, b } | Op::Concat { a, b, .. } => {
+            Op::Binary { a, b, .. }
+            | Op::Glu { a, b, .. }
+            | Op::MulMat { a, b }
+            | Op::Concat { a, b, .. }
+            | Op::CountEqual { a, b } => {
                 vec![a, b]
             }
             Op::GetRows { table, index } => vec![table, index],
@@ -526,7 +545,9 @@ impl Op {
             Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Glu { .. } => 2 * n,
-            Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } => layout(a)?.nelements() as u64,
+            Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {
+                layout(a)?.nelements() as u64
+            }
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),

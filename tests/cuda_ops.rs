@@ -126,6 +126,10 @@ fn reductions_and_norms() {
         // a weight row, and one per row of the transposed input, broadcast
         let w = leaf(ctx, &mut rng, &[300, 1, 1, 1], 2.0);
         let wt = leaf(ctx, &mut rng, &[40, 5, 1, 1], 2.0);
+        // matrices for argmax: one plain, one transposed
+        let m = leaf(ctx, &mut rng, &[37, 6, 1, 1], 1.0);
+        let m7 = leaf(ctx, &mut rng, &[7, 29, 1, 1], 1.0);
+        let mt = ctx.transpose(m7).unwrap();
         vec![
             ctx.sum_rows(a).unwrap(),
             ctx.sum_rows(t).unwrap(),
@@ -133,6 +137,14 @@ fn reductions_and_norms() {
             ctx.sum(t).unwrap(),
             ctx.mean(a).unwrap(),
             ctx.mean(t).unwrap(),
+            ctx.argmax(m).unwrap(),
+            ctx.argmax(mt).unwrap(),
+            {
+                // argmax of a transposed matrix and of its packed copy: the same
+                let packed = ctx.cont(mt).unwrap();
+                let (x, y) = (ctx.argmax(mt).unwrap(), ctx.argmax(packed).unwrap());
+                ctx.count_equal(x, y).unwrap()
+            },
             ctx.rms_norm(a, 1e-6).unwrap(),
             ctx.rms_norm(t, 1e-5).unwrap(),
             ctx.rms_norm_mul(a, w, 1e-6).unwrap(),

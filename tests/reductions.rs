@@ -1,8 +1,9 @@
 //! `sum` (ggml's `ggml_sum`: every element of a tensor summed into one value)
 //! and `mean` (ggml's `ggml_mean`: of each row), against f64 loops in the
 //! test, on contiguous, transposed, permuted and broadcast (stride-0) inputs
-//! and on F16; the same bits on every thread count; types they do not take
-//! are refused.
+//! and on F16; the same bits on every thread count; `argmax` (ties and NaNs as
+//! ggml) and `count_equal`, the accuracy of a classifier; what they do not
+//! take is refused.
 
 mod common;
 
@@ -112,4 +113,66 @@ fn mean_of_each_row_matches_an_f64_loop() {
             assert_eq!(g, want as f32, "transposed={transposed}: summed and divided in f64, rounded once");
         }
     }
+}
+
+/// `argmax(t)` and `count_equal(argmax(t), labels)` on 2 threads.
+fn argmax_and_count(make: &dyn Fn(&mut Context) -> rgml::TensorId, labels: &[i32]) -> (Vec<f32>, f32) {
+    let mut ctx = Context::new();
+    let t = make(&mut ctx);
+    let am = ctx.argmax(t).unwrap();
+    assert_eq!(ctx.layout(am).unwrap().dtype, DType::I32);
+    let l = ctx.new_tensor_1d(DType::I32, labels.len() as i64).unwrap();
+    ctx.set_bytes(l, bytemuck::cast_slice(labels)).unwrap();
+    let n = ctx.count_equal(am, l).unwrap();
+    assert_eq!((ctx.layout(n).unwrap().dtype, ctx.layout(n).unwrap().ne), (DType::I64, [1, 1, 1, 1]));
+    let g = Graph::build(&ctx, &[am, n]).unwrap();
+    let st = CpuBackend::new(2).unwrap().run(&ctx, &g).unwrap();
+    (st.read_f32(&ctx, am).unwrap(), st.read_f32(&ctx, n).unwrap()[0])
+}
+
+#[test]
+fn argmax_takes_the_first_largest_and_count_equal_counts() {
+    // rows of 4: a tie (first wins), a NaN after the maximum, a leading NaN, all equal
+    let rows = [[1.0, 3.0, 3.0, -1.0], [2.0, 5.0, f32::NAN, 0.0], [f32::NAN, 1.0, 2.0, 9.0], [7.0; 4]];
+    let data: Vec<f32> = rows.iter().flatten().copied().collect();
+    let make = |c: &mut Context| c.new_f32(&[4, 4], &data).unwrap();
+    let (idx, n) = argmax_and_count(&make, &[1, 1, 0, 3]);
+    assert_eq!(idx, [1.0, 1.0, 0.0, 0.0]);
+    assert_eq!(n, 3.0);
+    // a transposed F16 matrix: the loop in the test on the same values
+    let vals = Rng(11).vec(9 * 6, 4.0);
+    let make_t = |c: &mut Context| {
+        let t = c.new_f32(&[9, 6], &vals).unwrap();
+        let h = c.new_tensor_2d(DType::F16, 9, 6).unwrap();
+        let h = c.cpy(t, h).unwrap();
+        c.transpose(h).unwrap()
+    };
+    let rounded: Vec<f32> = vals.iter().map(|&v| rgml::f16::from_f32(v).to_f32()).collect();
+    let want: Vec<i32> = (0..9)
+        .map(|i1| {
+            let col: Vec<f32> = (0..6).map(|i0| rounded[i0 * 9 + i1]).collect();
+            let mut best = 0;
+            for (i, &v) in col.iter().enumerate() {
+                if v > col[best] {
+                    best = i;
+                }
+            }
+            best as i32
+        })
+        .collect();
+    let labels: Vec<i32> = want.iter().enumerate().map(|(i, &w)| if i % 3 == 0 { w + 1 } else { w }).collect();
+    let (idx, n) = argmax_and_count(&make_t, &labels);
+    assert_eq!(idx, want.iter().map(|&w| w as f32).collect::<Vec<_>>());
+    assert_eq!(n, 6.0, "three of nine labels were moved off");
+}
+
+#[test]
+fn argmax_and_count_equal_refuse_what_ggml_refuses() {
+    let mut ctx = Context::new();
+    let cube = ctx.new_tensor_3d(DType::F32, 4, 3, 2).unwrap();
+    assert!(matches!(ctx.argmax(cube), Err(Error::Shape { .. })));
+    let (i, j) = (ctx.new_tensor_1d(DType::I32, 4).unwrap(), ctx.new_tensor_1d(DType::I32, 5).unwrap());
+    let f = ctx.new_tensor_1d(DType::F32, 4).unwrap();
+    assert!(matches!(ctx.count_equal(i, j), Err(Error::Shape { .. })));
+    assert!(matches!(ctx.count_equal(i, f), Err(Error::Unsupported { op: "count_equal", .. })));
 }

@@ -118,6 +118,10 @@ pub(crate) trait Kernels {
     fn sum_rows(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// `dst[.., 0] = Σ a[.., i0] / ne0`.
     fn mean(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst[i1] = argmax_i0 a[i0, i1]` (the first of equal values).
+    fn argmax(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst[0] = #{i : a[i] == b[i]}`.
+    fn count_equal(&mut self, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
     /// `dst[0] = Σ a` (every element).
     fn sum(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// ggml's `mul_mat` with weights `a` (the leaf or node `weights`).
@@ -370,6 +374,8 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::SumRows { a } => k.sum_rows(dst, src(a)?),
         Op::Sum { a } => k.sum(dst, src(a)?),
         Op::Mean { a } => k.mean(dst, src(a)?),
+        Op::Argmax { a } => k.argmax(dst, src(a)?),
+        Op::CountEqual { a, b } => k.count_equal(dst, src(a)?, src(b)?),
         Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
         Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),

@@ -1,6 +1,7 @@
 //! Reductions.
 
 use crate::context::Context;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{Op, TensorId};
 
@@ -16,6 +17,35 @@ impl Context {
     pub fn mean(&self, a: TensorId) -> Result<TensorId> {
         let l = self.require_float("mean", a)?;
         self.new_result(Op::Mean { a }, l.dtype, [1, l.ne[1], l.ne[2], l.ne[3]])
+    }
+
+    /// The index of each row's largest value, the first of equal ones (ggml's
+    /// `argmax`; NaNs are passed over unless a row starts with one): `a` a
+    /// float matrix (`ne2 = ne3 = 1`, as ggml requires), result I32 `ne = [ne1]`.
+    pub fn argmax(&self, a: TensorId) -> Result<TensorId> {
+        let l = self.require_float("argmax", a)?;
+        if l.ne[2] != 1 || l.ne[3] != 1 {
+            return Err(crate::error::Error::shape("argmax", format!("{:?} is not a matrix", l.ne)));
+        }
+        if l.ne[0] > i64::from(i32::MAX) {
+            return Err(crate::error::Error::shape("argmax", format!("rows of {} values pass I32", l.ne[0])));
+        }
+        self.new_result(Op::Argmax { a }, DType::I32, [l.ne[1], 1, 1, 1])
+    }
+
+    /// How many elements of the I32 tensors `a` and `b` (one shape, any
+    /// layout) are equal (ggml's `count_equal`): result I64 `ne = [1, 1, 1, 1]`.
+    pub fn count_equal(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        let (la, lb) = (self.layout(a)?, self.layout(b)?);
+        for l in [&la, &lb] {
+            if l.dtype != DType::I32 {
+                return Err(crate::error::Error::Unsupported { op: "count_equal", dtype: l.dtype });
+            }
+        }
+        if la.ne != lb.ne {
+            return Err(crate::error::Error::shape("count_equal", format!("{:?} against {:?}", la.ne, lb.ne)));
+        }
+        self.new_result(Op::CountEqual { a, b }, DType::I64, [1, 1, 1, 1])
     }
 
     /// The sum of every element of `a` (ggml's `sum`): result `ne = [1, 1, 1,

@@ -92,6 +92,12 @@ impl Kernels for CpuKernels<'_> {
     fn mean(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::mean(&self.ex, dst, a)
     }
+    fn argmax(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
+        reduce::argmax(&self.ex, dst, a)
+    }
+    fn count_equal(&mut self, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
+        reduce::count_equal(&self.ex, dst, a, b)
+    }
     fn sum(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum(&self.ex, dst, a)
     }

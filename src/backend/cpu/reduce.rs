@@ -67,3 +67,59 @@ pub(crate) fn sum(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
     unsafe { sd.store(dst.row(0, 0, 0), total as f32) };
     Ok(())
 }
+
+/// `dst[i1] = the index of row i1's first largest value` (I32; a NaN never
+/// compares larger, so it is passed over unless the row starts with one).
+pub(crate) fn argmax(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> {
+    let sa = Scalar::of("argmax", a.l.dtype)?;
+    let (ne0, an, nrows) = (a.l.ne[0] as usize, a.l.nb[0], a.l.ne[1] as usize);
+    ex.for_ranges(nrows, ne0, |rows| {
+        for r in rows {
+            let x = a.row(r as i64, 0, 0);
+            // SAFETY: row r of the matrix a holds ne0 elements at stride an; element r
+            // of dst (I32, ne = [nrows]) is written by this thread alone.
+            unsafe {
+                let (mut best, mut idx) = (sa.load(x), 0i32);
+                for i0 in 1..ne0 {
+                    let v = sa.load(x.add(i0 * an));
+                    if v > best {
+                        (best, idx) = (v, i0 as i32);
+                    }
+                }
+                dst.row(0, 0, 0).add(r * dst.l.nb[0]).cast::<i32>().write_unaligned(idx);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `dst[0] = #{i : a[i] == b[i]}` over the I32 tensors `a` and `b` (one
+/// shape), an I64 count: rows counted in parallel, then added in row order.
+pub(crate) fn count_equal(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
+    let ne0 = a.l.ne[0] as usize;
+    let (an, bn, nrows) = (a.l.nb[0], b.l.nb[0], a.l.nrows() as usize);
+    let mut counts = vec![0u64; nrows];
+    let shared = super::mem::SharedBytes::new(bytemuck::cast_slice_mut(&mut counts));
+    ex.for_ranges(nrows, ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = a.l.row_index(r as i64);
+            let (x, y) = (a.row(i1, i2, i3), b.row(i1, i2, i3));
+            // SAFETY: row (i1,i2,i3) of a and of b holds ne0 I32 at strides an, bn;
+            // slot r of `counts` is written by this thread alone.
+            unsafe {
+                let n = (0..ne0)
+                    .filter(|&i0| {
+                        x.add(i0 * an).cast::<i32>().read_unaligned() == y.add(i0 * bn).cast::<i32>().read_unaligned()
+                    })
+                    .count() as u64;
+                if let Some(slot) = shared.range(8 * r, 8) {
+                    slot.copy_from_slice(&n.to_ne_bytes());
+                }
+            }
+        }
+    });
+    let total: u64 = counts.iter().sum();
+    // SAFETY: dst is one I64 element.
+    unsafe { dst.row(0, 0, 0).cast::<i64>().write_unaligned(total as i64) };
+    Ok(())
+}

@@ -79,9 +79,10 @@ impl CudaBackend {
         self.graphs = graphs;
         self
     }
-    /// Whether the CUDA kernels compute with `dtype`: false for F64 and I64;
-    /// a graph whose computed nodes read or write one is refused before
-    /// anything is uploaded.
+    /// Whether the CUDA kernels compute with `dtype`: false for F64, and a
+    /// graph whose computed nodes read or write one is refused before
+    /// anything is uploaded (I64 is only `count_equal`'s count: another op on
+    /// it is refused when it runs).
     pub fn handles(dtype: DType) -> bool {
         super::kernels::handles(dtype)
     }

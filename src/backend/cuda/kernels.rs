@@ -121,11 +121,12 @@ pub fn glu_code(op: crate::op::GluOp) -> i32 {
     }
 }
 
-/// Whether the CUDA backend handles `dtype` at all: false for F64 and I64,
-/// which no kernel reads. I8 and I16 have no type code either but are left to
-/// each op (a same-type contiguous copy moves them), as before.
+/// Whether the CUDA backend handles `dtype` at all: false for F64, which no
+/// kernel reads or writes. I8, I16 and I64 have no type code either but are
+/// left to each op (a same-type contiguous copy moves them; `count_equal`
+/// writes its I64 count).
 pub fn handles(dtype: DType) -> bool {
-    type_code("", dtype).is_ok() || matches!(dtype, DType::I8 | DType::I16)
+    type_code("", dtype).is_ok() || matches!(dtype, DType::I8 | DType::I16 | DType::I64)
 }
 
 /// The prelude's type code (`RG_F32`…) of a type the kernels read, or an

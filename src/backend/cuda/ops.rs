@@ -70,6 +70,20 @@ pub(crate) fn sum(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     Ok(())
 }
 
+/// `dst[i1] = argmax a[.., i1]`: a thread per row (rows are short: classes).
+pub(crate) fn argmax(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
+    let n = a.l.ne[1];
+    launch!(dev, "reduce", "rg_argmax", flat(n); dst.ptr, dst.p("argmax")?, a.ptr, a.p("argmax")?, n);
+    Ok(())
+}
+
+/// `dst[0] = #{i : a[i] == b[i]}` (I32 operands, an I64 count): one block.
+pub(crate) fn count_equal(dev: &Device, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
+    launch!(dev, "reduce", "rg_count_equal", per_row(1, 0)?;
+        dst.ptr, a.ptr, a.p("count_equal")?, b.ptr, b.p("count_equal")?, a.l.nelements());
+    Ok(())
+}
+
 /// `rms_norm` of each row, times the broadcast weight `w` if given.
 pub(crate) fn rms_norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound, w: Option<Bound>) -> Result<()> {
     let rows = per_row(a.l.nrows(), 0)?;

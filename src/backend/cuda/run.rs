@@ -67,6 +67,12 @@ impl Kernels for CudaKernels<'_> {
     fn mean(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::mean(self.dev, dst, a)
     }
+    fn argmax(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
+        ops::argmax(self.dev, dst, a)
+    }
+    fn count_equal(&mut self, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
+        ops::count_equal(self.dev, dst, a, b)
+    }
     fn sum(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum(self.dev, dst, a)
     }

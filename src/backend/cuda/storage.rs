@@ -369,6 +369,15 @@ impl CudaStorage {
     /// the CPU, transposed quantized views included) as f32 in logical order,
     /// as they are after the last compute.
     pub fn read_f32(&self, ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+        let l = *ctx.tensor(id)?.layout();
+        if l.dtype == crate::dtype::DType::I64 && l.is_contiguous() {
+            // no kernel reads I64 (count_equal writes it): converted here, as the CPU does
+            let bytes = self.read_bytes(ctx, id)?;
+            return Ok(bytes
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f32)
+                .collect());
+        }
         let _stream = self.dev.exclusive()?;
         let t = ctx.tensor(id)?;
         let stream = &self.dev.stream;
