@@ -59,3 +59,27 @@ extern "C" __global__ void rg_count_equal(char* dst, const char* a, RgT ta, cons
     acc = rg_block_sum(acc);
     if (threadIdx.x == 0) *(long long*)dst = (long long)acc;
 }
+
+// cross_entropy_loss: dst[0] = -(1/rows) * sum over rows of
+// sum_i labels[i] * (logits[i] - max - log(sum_j exp(logits[j] - max))), in
+// double like src/backend/cpu/reduce.rs. One block: thread t takes rows t,
+// t + blockDim.x, ...
+extern "C" __global__ void rg_cross_entropy_loss(char* dst, RgT d, const char* a, RgT ta, const char* b, RgT tb,
+                                                  i64 nrows) {
+    double acc = 0.0;
+    for (i64 r = threadIdx.x; r < nrows; r += blockDim.x) {
+        i64 i1, i2, i3;
+        rg_unravel_row(ta, r, &i1, &i2, &i3);
+        const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
+        const char* y = b + i1 * tb.nb[1] + i2 * tb.nb[2] + i3 * tb.nb[3];
+        double mx = ta.ne[0] > 0 ? (double)rg_load(x, ta.type) : 0.0;
+        for (i64 i = 1; i < ta.ne[0]; i++) mx = fmax(mx, (double)rg_load(x + i * ta.nb[0], ta.type));
+        double se = 0.0;
+        for (i64 i = 0; i < ta.ne[0]; i++) se += exp((double)rg_load(x + i * ta.nb[0], ta.type) - mx);
+        const double lse = mx + log(se);
+        for (i64 i = 0; i < ta.ne[0]; i++)
+            acc += (double)rg_load(y + i * tb.nb[0], tb.type) * ((double)rg_load(x + i * ta.nb[0], ta.type) - lse);
+    }
+    acc = rg_block_sum(acc);
+    if (threadIdx.x == 0) rg_store(dst, d.type, (float)(-acc / (double)nrows));
+}

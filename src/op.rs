@@ -244,6 +244,14 @@ pub enum Op {
         /// The other (I32, `a`'s shape).
         b: TensorId,
     },
+    /// The mean over rows of the cross entropy of `softmax(logits)` against
+    /// the target distribution `labels` (ggml's `cross_entropy_loss`): one value.
+    CrossEntropyLoss {
+        /// The logits, a row per sample.
+        logits: TensorId,
+        /// The target probabilities (`logits`' shape).
+        labels: TensorId,
+    },
     /// Sum of every element of `a` (ggml's `sum`): one value.
     Sum {
         /// The input.
@@ -396,6 +404,7 @@ impl Op {
             Op::Mean { .. } => "mean",
             Op::Argmax { .. } => "argmax",
             Op::CountEqual { .. } => "count_equal",
+            Op::CrossEntropyLoss { .. } => "cross_entropy_loss",
             Op::MulMat { .. } => "mul_mat",
             Op::GetRows { .. } => "get_rows",
             Op::SetRows { .. } => "set_rows",
@@ -436,7 +445,8 @@ impl Op {
             | Op::Glu { a, b, .. }
             | Op::MulMat { a, b }
             | Op::Concat { a, b, .. }
-            | Op::CountEqual { a, b } => {
+            | Op::CountEqual { a, b }
+            | Op::CrossEntropyLoss { logits: a, labels: b } => {
                 vec![a, b]
             }
             Op::GetRows { table, index } => vec![table, index],
@@ -548,6 +558,8 @@ impl Op {
             Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {
                 layout(a)?.nelements() as u64
             }
+            // a max, an exp, a sum and a product per element
+            Op::CrossEntropyLoss { logits, .. } => 4 * layout(logits)?.nelements() as u64,
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
             Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),

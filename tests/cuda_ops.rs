@@ -145,6 +145,10 @@ fn reductions_and_norms() {
                 let (x, y) = (ctx.argmax(mt).unwrap(), ctx.argmax(packed).unwrap());
                 ctx.count_equal(x, y).unwrap()
             },
+            {
+                let labels = ctx.scale(ctx.exp(m).unwrap(), 0.05).unwrap();
+                ctx.cross_entropy_loss(m, labels).unwrap()
+            },
             ctx.rms_norm(a, 1e-6).unwrap(),
             ctx.rms_norm(t, 1e-5).unwrap(),
             ctx.rms_norm_mul(a, w, 1e-6).unwrap(),

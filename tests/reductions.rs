@@ -176,3 +176,48 @@ fn argmax_and_count_equal_refuse_what_ggml_refuses() {
     assert!(matches!(ctx.count_equal(i, j), Err(Error::Shape { .. })));
     assert!(matches!(ctx.count_equal(i, f), Err(Error::Unsupported { op: "count_equal", .. })));
 }
+
+#[test]
+fn cross_entropy_loss_matches_an_f64_loop() {
+    let (nc, nr) = (10usize, 7usize);
+    let logits = Rng(21).vec(nc * nr, 6.0);
+    // targets: a random distribution per row (one row one-hot)
+    let mut labels: Vec<f32> = Rng(22).vec(nc * nr, 1.0).iter().map(|v| v.abs() + 0.01).collect();
+    for row in labels.chunks_mut(nc) {
+        let s: f32 = row.iter().sum();
+        row.iter_mut().for_each(|v| *v /= s);
+    }
+    labels[..nc].iter_mut().enumerate().for_each(|(i, v)| *v = if i == 3 { 1.0 } else { 0.0 });
+    let mut want = 0f64;
+    for (x, y) in logits.chunks(nc).zip(labels.chunks(nc)) {
+        let max = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let lse = max + x.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+        want += x.iter().zip(y).map(|(&a, &b)| b as f64 * (a as f64 - lse)).sum::<f64>();
+    }
+    let want = -want / nr as f64;
+    for transposed in [false, true] {
+        let mut ctx = Context::new();
+        // the transposed case stores the logits column-major and views them back
+        let (x, y) = if transposed {
+            let cols: Vec<f32> = (0..nc * nr).map(|k| logits[(k % nr) * nc + k / nr]).collect();
+            let t = ctx.new_f32(&[nr as i64, nc as i64], &cols).unwrap();
+            (ctx.transpose(t).unwrap(), ctx.new_f32(&[nc as i64, nr as i64], &labels).unwrap())
+        } else {
+            (
+                ctx.new_f32(&[nc as i64, nr as i64], &logits).unwrap(),
+                ctx.new_f32(&[nc as i64, nr as i64], &labels).unwrap(),
+            )
+        };
+        let loss = ctx.cross_entropy_loss(x, y).unwrap();
+        let g = Graph::build(&ctx, &[loss]).unwrap();
+        for threads in [1, 2] {
+            let got = CpuBackend::new(threads).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, loss).unwrap()[0];
+            assert_eq!(got, want as f32, "transposed={transposed} threads={threads}: f64, rounded once");
+        }
+    }
+    let mut ctx = Context::new();
+    let (a, b) = (ctx.new_tensor_2d(DType::F32, 4, 2).unwrap(), ctx.new_tensor_2d(DType::F32, 4, 3).unwrap());
+    let h = ctx.new_tensor_2d(DType::F16, 4, 2).unwrap();
+    assert!(matches!(ctx.cross_entropy_loss(a, b), Err(Error::Shape { .. })));
+    assert!(matches!(ctx.cross_entropy_loss(h, a), Err(Error::Unsupported { op: "cross_entropy_loss", .. })));
+}

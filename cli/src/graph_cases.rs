@@ -124,6 +124,7 @@ fn build(ctx: &mut Context, case: &Value) -> Result<Vec<Got>, String> {
             "sum" if src.len() == 1 => e(ctx.sum(src[0]))?,
             "mean" if src.len() == 1 => e(ctx.mean(src[0]))?,
             "argmax" if src.len() == 1 => e(ctx.argmax(src[0]))?,
+            "cross_entropy_loss" if src.len() == 2 => e(ctx.cross_entropy_loss(src[0], src[1]))?,
             other => return Err(format!("{name}: unknown op {other} with {} sources", src.len())),
         };
         ctx.set_name(id, &name).map_err(|e| e.to_string())?;

@@ -122,6 +122,8 @@ pub(crate) trait Kernels {
     fn argmax(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// `dst[0] = #{i : a[i] == b[i]}`.
     fn count_equal(&mut self, dst: Self::Dst, a: Self::Src, b: Self::Src) -> Result<()>;
+    /// `dst[0] = -(1/rows) Σ labels · log softmax(logits)`.
+    fn cross_entropy_loss(&mut self, dst: Self::Dst, logits: Self::Src, labels: Self::Src) -> Result<()>;
     /// `dst[0] = Σ a` (every element).
     fn sum(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// ggml's `mul_mat` with weights `a` (the leaf or node `weights`).
@@ -376,6 +378,7 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::Mean { a } => k.mean(dst, src(a)?),
         Op::Argmax { a } => k.argmax(dst, src(a)?),
         Op::CountEqual { a, b } => k.count_equal(dst, src(a)?, src(b)?),
+        Op::CrossEntropyLoss { logits, labels } => k.cross_entropy_loss(dst, src(logits)?, src(labels)?),
         Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
         Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),

@@ -48,6 +48,22 @@ impl Context {
         self.new_result(Op::CountEqual { a, b }, DType::I64, [1, 1, 1, 1])
     }
 
+    /// `-(1/rows) Σ_rows Σ_i labels[i] · log(softmax(logits)[i])` (ggml's
+    /// `cross_entropy_loss`): `logits` and `labels` F32 of one shape, each row
+    /// a sample (any layout); result F32 `ne = [1, 1, 1, 1]`, computed in f64.
+    pub fn cross_entropy_loss(&self, logits: TensorId, labels: TensorId) -> Result<TensorId> {
+        let (la, lb) = (self.layout(logits)?, self.layout(labels)?);
+        for l in [&la, &lb] {
+            if l.dtype != DType::F32 {
+                return Err(crate::error::Error::Unsupported { op: "cross_entropy_loss", dtype: l.dtype });
+            }
+        }
+        if la.ne != lb.ne {
+            return Err(crate::error::Error::shape("cross_entropy_loss", format!("{:?} against {:?}", la.ne, lb.ne)));
+        }
+        self.new_result(Op::CrossEntropyLoss { logits, labels }, DType::F32, [1, 1, 1, 1])
+    }
+
     /// The sum of every element of `a` (ggml's `sum`): result `ne = [1, 1, 1,
     /// 1]`, `a`'s type, accumulated in f64 in a fixed order (the same bits on
     /// any thread count).

@@ -98,6 +98,9 @@ impl Kernels for CpuKernels<'_> {
     fn count_equal(&mut self, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
         reduce::count_equal(&self.ex, dst, a, b)
     }
+    fn cross_entropy_loss(&mut self, dst: StridedMut, logits: Strided, labels: Strided) -> Result<()> {
+        reduce::cross_entropy_loss(&self.ex, dst, logits, labels)
+    }
     fn sum(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         reduce::sum(&self.ex, dst, a)
     }

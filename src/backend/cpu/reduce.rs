@@ -123,3 +123,33 @@ pub(crate) fn count_equal(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) ->
     unsafe { dst.row(0, 0, 0).cast::<i64>().write_unaligned(total as i64) };
     Ok(())
 }
+
+/// `dst[0] = -(1/rows) Σ_rows Σ_i labels[i] · (logits[i] - logsumexp(row))`,
+/// in f64: rows in parallel, their terms added in row order.
+pub(crate) fn cross_entropy_loss(ex: &Exec, dst: StridedMut, logits: Strided, labels: Strided) -> Result<()> {
+    let (ne0, an, bn, nrows) = (logits.l.ne[0] as usize, logits.l.nb[0], labels.l.nb[0], logits.l.nrows() as usize);
+    let mut terms = vec![0f64; nrows];
+    let shared = super::mem::SharedBytes::new(bytemuck::cast_slice_mut(&mut terms));
+    ex.for_ranges(nrows, 4 * ne0, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = logits.l.row_index(r as i64);
+            let (x, y) = (logits.row(i1, i2, i3), labels.row(i1, i2, i3));
+            // SAFETY: row (i1,i2,i3) of both operands holds ne0 f32 at strides an, bn
+            // (checked F32 at construction); slot r of `terms` is this thread's alone.
+            unsafe {
+                let at = |i: usize| f64::from(x.add(i * an).cast::<f32>().read_unaligned());
+                let max = (0..ne0).map(at).fold(f64::NEG_INFINITY, f64::max);
+                let lse = max + (0..ne0).map(|i| (at(i) - max).exp()).sum::<f64>().ln();
+                let t: f64 =
+                    (0..ne0).map(|i| f64::from(y.add(i * bn).cast::<f32>().read_unaligned()) * (at(i) - lse)).sum();
+                if let Some(slot) = shared.range(8 * r, 8) {
+                    slot.copy_from_slice(&t.to_ne_bytes());
+                }
+            }
+        }
+    });
+    let total: f64 = terms.iter().sum();
+    // SAFETY: dst is one F32 element.
+    unsafe { dst.row(0, 0, 0).cast::<f32>().write_unaligned((-total / nrows.max(1) as f64) as f32) };
+    Ok(())
+}

@@ -84,6 +84,15 @@ pub(crate) fn count_equal(dev: &Device, dst: BoundMut, a: Bound, b: Bound) -> Re
     Ok(())
 }
 
+/// `dst[0] = -(1/rows) Σ labels · log softmax(logits)`: one block, each
+/// thread a fixed stride of the rows (in f64), so the bits do not depend on the device.
+pub(crate) fn cross_entropy_loss(dev: &Device, dst: BoundMut, logits: Bound, labels: Bound) -> Result<()> {
+    const OP: &str = "cross_entropy_loss";
+    launch!(dev, "reduce", "rg_cross_entropy_loss", per_row(1, 0)?;
+        dst.ptr, dst.p(OP)?, logits.ptr, logits.p(OP)?, labels.ptr, labels.p(OP)?, logits.l.nrows());
+    Ok(())
+}
+
 /// `rms_norm` of each row, times the broadcast weight `w` if given.
 pub(crate) fn rms_norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound, w: Option<Bound>) -> Result<()> {
     let rows = per_row(a.l.nrows(), 0)?;

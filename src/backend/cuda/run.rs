@@ -73,6 +73,9 @@ impl Kernels for CudaKernels<'_> {
     fn count_equal(&mut self, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
         ops::count_equal(self.dev, dst, a, b)
     }
+    fn cross_entropy_loss(&mut self, dst: BoundMut, logits: Bound, labels: Bound) -> Result<()> {
+        ops::cross_entropy_loss(self.dev, dst, logits, labels)
+    }
     fn sum(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::sum(self.dev, dst, a)
     }
