@@ -431,7 +431,8 @@ mod signature_tests {
             Kind::Ptr
         } else if p.starts_with("RgT ") {
             Kind::Tensor
-        } else if p.starts_with("i64 ") {
+        } else if p.starts_with("i64 ") || p.starts_with("double ") {
+            // 8-byte scalars
             Kind::S8
         } else if ["int ", "unsigned int ", "float "].iter().any(|t| p.starts_with(t)) {
             Kind::S4
@@ -453,7 +454,7 @@ mod signature_tests {
             Kind::Ptr
         } else if TENSORS.contains(&a) || [".p(", ".k(", ".q(", "rows_view("].iter().any(|m| a.contains(m)) {
             Kind::Tensor
-        } else if S8.contains(&a) || a.ends_with(".nelements()") {
+        } else if S8.contains(&a) || [".nelements()", ".nrows()", " as f64", "f64"].iter().any(|e| a.ends_with(e)) {
             Kind::S8
         } else if S4.contains(&a) || a.ends_with(" as i32") || a.starts_with("i32::from(") {
             Kind::S4
