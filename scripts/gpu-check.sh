@@ -3,9 +3,12 @@
 #
 # 1. Here (with cargo):      scripts/gpu-check.sh --build
 #    builds the CUDA test binaries and the `rgml` CLI in release mode and copies
-#    them, stripped, to .dev/bin/ (git-ignored; carry it to the GPU machine).
+#    them, stripped, to .dev/bin/ and packs them into .dev/bin.tar.xz (git-ignored;
+#    about 5 MB: carry that, as the tree and .dev/bin together exceed what a
+#    device call takes).
 # 2. On the GPU machine:     bash scripts/gpu-check.sh
-#    (with the device tool: command "bash scripts/gpu-check.sh", carry [".dev/bin"])
+#    (with the device tool: command "bash scripts/gpu-check.sh", carry [".dev/bin.tar.xz"];
+#    the script unpacks it when .dev/bin is absent)
 #    finds libcuda / libnvrtc / libcublas, then runs these stages, each under
 #    its own `timeout` and all within GPU_CHECK_BUDGET seconds (default 540;
 #    a stage that would not fit is skipped and says so):
@@ -62,11 +65,13 @@ for line in sys.stdin:
     cp target/release/rgml "$BIN/rgml"
     cp target/release/examples/synthetic_llama "$BIN/synthetic_llama"
     echo "$BIN/rgml"
-    for f in "$BIN"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
+    for f in "$BIN"/*; do strip --strip-all "$f" 2>/dev/null || true; done
     ls -l "$BIN"
-    du -sh "$BIN"
+    tar -C .dev -cJf .dev/bin.tar.xz bin
+    ls -l .dev/bin.tar.xz
     exit 0
 fi
+[ -d "$BIN" ] || [ ! -f .dev/bin.tar.xz ] || tar -C .dev -xJf .dev/bin.tar.xz
 
 LOG=${OUT:+$OUT/gpu-check}
 LOG=${LOG:-/tmp/gpu-check}

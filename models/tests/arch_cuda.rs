@@ -1,12 +1,21 @@
 //! Every architecture on CUDA (a device, or `tools/cuda-emu`; else `SKIP: …`)
 //! against llama.cpp: the tiny fixtures of `arch.rs` with F32 weights and cache,
 //! fused and unfused attention, within the CPU's tolerances (1e-4; Gemma 2e-3,
-//! its f16 GELU table), and Q8_0 weights through the dot kernels within 5e-3
-//! (Gemma 5e-2).
+//! its f16 GELU table), and Q8_0 weights through the dot kernels judged as a
+//! quantized model is: the same argmax everywhere, each position's next-token
+//! distribution within KL 1e-3 of llama.cpp's, logits within 5e-2.
+//!
+//! Why Q8_0 is not held to 1e-4 on a GPU: the dot kernels round each activation
+//! row to Q8 blocks, as the CPU does, so a last-bit difference upstream (the
+//! GPU's `sinf`, `expf` and FMA contraction are not glibc's and the compiler's
+//! on the CPU) can move one activation by a whole Q8 step. On an H200 the tiny
+//! Qwen3 is 0.027 away from llama.cpp's CPU logits with the staged and the
+//! generic dot kernels alike, while the emulator, whose arithmetic is the
+//! CPU's, is within 5e-7.
 
 #![cfg(feature = "cuda")]
 
-use common::arch::{compare, dir, logits_on, reference, tolerance, CASES};
+use common::arch::{compare, dir, logits_on, max_kl, reference, tolerance, CASES};
 use rgml_models::model::kv::KvType;
 use rgml_models::model::Attention;
 
@@ -18,7 +27,7 @@ fn every_architecture_matches_llama_cpp_on_cuda() {
     let runs = [
         ("f32", Attention::Fused, 1e-4, 2e-3),
         ("f32", Attention::Unfused, 1e-4, 2e-3),
-        ("q8_0", Attention::Unfused, 5e-3, 5e-2),
+        ("q8_0", Attention::Unfused, 5e-2, 5e-2),
     ];
     for (weights, attention, base, gemma) in runs {
         for case in CASES {
@@ -27,11 +36,13 @@ fn every_architecture_matches_llama_cpp_on_cuda() {
             // function; the dequantized F16 GEMM of larger batches rounds otherwise
             let be = if weights == "q8_0" { gpu.clone().with_dequant_gemm(None) } else { gpu.clone() };
             let got = logits_on(&dir().join(&file), KvType::F32, attention, be);
-            let (d, flips) = compare(&got, &reference(&file, "f32kv"));
-            println!("{case} {weights} {attention:?}: max abs diff {d}, {flips} argmax flips");
+            let want = reference(&file, "f32kv");
+            let (d, flips) = compare(&got, &want);
+            let kl = max_kl(&got, &want);
+            println!("{case} {weights} {attention:?}: max abs diff {d}, {flips} argmax flips, max KL {kl:.2e}");
             assert!(
-                d <= tolerance(case, base, gemma) && flips == 0,
-                "{case} {weights} {attention:?}: max abs diff {d}, {flips} flips"
+                d <= tolerance(case, base, gemma) && flips == 0 && kl <= 1e-3,
+                "{case} {weights} {attention:?}: max abs diff {d}, {flips} flips, max KL {kl:.2e}"
             );
         }
     }

@@ -37,6 +37,22 @@ pub fn compare(got: &[f32], want: &[f32]) -> (f32, usize) {
     (d, flips)
 }
 
+/// The largest KL divergence KL(want ‖ got) of one position's next-token distribution.
+#[allow(dead_code)] // used by arch_cuda.rs only
+pub fn max_kl(got: &[f32], want: &[f32]) -> f64 {
+    let n_vocab = 288;
+    let probs = |l: &[f32]| {
+        let m = l.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
+        let e: Vec<f64> = l.iter().map(|&x| (x as f64 - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.into_iter().map(move |x| x / s)
+    };
+    got.chunks(n_vocab)
+        .zip(want.chunks(n_vocab))
+        .map(|(g, w)| probs(w).zip(probs(g)).map(|(p, q)| if p > 0.0 { p * (p / q).ln() } else { 0.0 }).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
 pub const CASES: [&str; 7] = ["llama3", "llama_linear", "llama_yarn", "qwen2", "qwen3", "gemma3", "phi3"];
 
 /// Gemma's GeGLU runs through llama.cpp's f16 GELU table (rgml computes the same), whose
