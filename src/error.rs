@@ -88,6 +88,11 @@ pub enum Error {
     /// Invalid argument to an API call.
     #[error("{0}")]
     Invalid(String),
+    /// A graph whose backward pass would read a value an in-place op
+    /// overwrote, or that writes a parameter in place (refused when the
+    /// backward graph is built, see `rgml::grad`): the op, the tensor, why.
+    #[error("in-place hazard: {0}")]
+    InPlaceHazard(String),
     /// A broken invariant of rgml itself (a bug, not bad input): what failed
     /// and the source location that found it.
     #[error("rgml bug at {location}: {msg}")]

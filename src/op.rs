@@ -357,6 +357,81 @@ pub enum Op {
         /// ALiBi maximum bias (0: no ALiBi, slope 1).
         max_bias: f32,
     },
+    /// A gradient op (see [`BackOp`]).
+    Back(BackOp),
+}
+
+/// The gradient ops: the backward passes of forward ops that do not compose
+/// from others (built by [`crate::grad`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BackOp {
+    /// `a` summed into the result's smaller shape: each result element
+    /// collects the elements of `a` that `repeat` would have copied from it
+    /// (ggml's `repeat_back`): the gradient of a broadcast.
+    RepeatBack {
+        /// The gradient of the broadcast result.
+        a: TensorId,
+    },
+    /// `g · f'(x)` elementwise (ggml's `silu_back` and kin).
+    UnaryBack {
+        /// The function whose derivative is taken.
+        op: UnaryOp,
+        /// The function's input.
+        x: TensorId,
+        /// The gradient of its output (`x`'s shape).
+        g: TensorId,
+    },
+    /// The rows of `g` added into a zero table at the I32 `index` (ggml's
+    /// `get_rows_back`): the gradient of `get_rows`' table.
+    GetRowsBack {
+        /// The gradient of the picked rows.
+        g: TensorId,
+        /// The I32 row numbers `get_rows` read.
+        index: TensorId,
+    },
+    /// `g` written into a zero tensor at the places a view took its elements
+    /// from: the gradient of a view's source. The result is packed F32 (the
+    /// source's shape); element `i` of `g` goes to byte `offset + Σ i_k·nb[k]`
+    /// of it.
+    ViewBack {
+        /// The gradient of the view.
+        g: TensorId,
+        /// The view's strides in the source (bytes).
+        nb: [usize; 4],
+        /// The view's first byte in the source.
+        offset: usize,
+    },
+    /// The gradient of `rms_norm(x)` (no weight) given the gradient `g` of
+    /// its output (ggml's `rms_norm_back`).
+    RmsNormBack {
+        /// The normalised input.
+        x: TensorId,
+        /// The gradient of the normalised rows (`x`'s shape).
+        g: TensorId,
+        /// The forward op's epsilon.
+        eps: f32,
+    },
+}
+
+impl BackOp {
+    /// ggml's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackOp::RepeatBack { .. } => "repeat_back",
+            BackOp::UnaryBack { .. } => "unary_back",
+            BackOp::GetRowsBack { .. } => "get_rows_back",
+            BackOp::RmsNormBack { .. } => "rms_norm_back",
+            BackOp::ViewBack { .. } => "view_back",
+        }
+    }
+    /// The operands in source order.
+    pub fn operands(&self) -> Vec<TensorId> {
+        match *self {
+            BackOp::RepeatBack { a } | BackOp::ViewBack { g: a, .. } => vec![a],
+            BackOp::UnaryBack { x, g, .. } | BackOp::RmsNormBack { x, g, .. } => vec![x, g],
+            BackOp::GetRowsBack { g, index } => vec![g, index],
+        }
+    }
 }
 
 /// Bytes a node reads and writes, counting each logical element once.
@@ -416,6 +491,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Repeat { .. } => "repeat",
             Op::FlashAttn { .. } => "flash_attn_ext",
+            Op::Back(b) => b.name(),
         }
     }
 
@@ -455,6 +531,7 @@ impl Op {
             Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
             Op::RmsNorm { a, w: Some(w), .. } => vec![a, w],
             Op::FlashAttn { q, k, v, mask, .. } => [q, k, v].into_iter().chain(mask).collect(),
+            Op::Back(ref b) => b.operands(),
         }
     }
 
@@ -554,6 +631,9 @@ impl Op {
         Ok(match *self {
             Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
+            Op::Back(BackOp::UnaryBack { .. }) => 4 * n,
+            Op::Back(BackOp::RmsNormBack { .. }) => 6 * n,
+            Op::Back(BackOp::RepeatBack { a }) => layout(a)?.nelements() as u64,
             Op::Glu { .. } => 2 * n,
             Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {
                 layout(a)?.nelements() as u64

@@ -4,7 +4,7 @@
 use crate::layout::Layout;
 
 pub use crate::id::TensorId;
-pub use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
+pub use crate::op::{BackOp, BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 
 /// User-set roles of a tensor.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -557,3 +557,54 @@ fn large_leaves_upload_through_pinned_staging() {
         assert!(doubled.iter().zip(&vals).all(|(d, v)| *d == 2.0 * v), "{bytes} bytes: scale");
     }
 }
+
+#[test]
+fn gradient_ops_and_a_backward_graph() {
+    use rgml::TensorId;
+    check("gradient ops", 1e-5, |ctx| {
+        let mut rng = Rng(11);
+        let x = leaf(ctx, &mut rng, &[37, 5, 2, 1], 2.0);
+        let g = leaf(ctx, &mut rng, &[37, 5, 2, 1], 1.0);
+        let xt = leaf(ctx, &mut rng, &[5, 37, 2, 1], 2.0);
+        let xt = ctx.transpose(xt).unwrap();
+        let idx = ctx.new_tensor_1d(DType::I32, 5).unwrap();
+        ctx.set_data(idx, &[3i32, 0, 3, 6, 1]).unwrap();
+        let g2 = leaf(ctx, &mut rng, &[37, 5, 1, 1], 1.0);
+        let nb1 = ctx.layout(g2).unwrap().nb[1];
+        let half = ctx.view_2d(g2, 18, 5, nb1, 8).unwrap();
+        let mut outs: Vec<TensorId> = UnaryOp::ALL
+            .iter()
+            .filter(|&&op| op != UnaryOp::Sqrt)
+            .map(|&op| ctx.unary_back(op, x, g).unwrap())
+            .collect();
+        let pos = ctx.sqr(x).unwrap();
+        outs.extend([
+            ctx.unary_back(UnaryOp::Sqrt, pos, g).unwrap(),
+            ctx.unary_back(UnaryOp::Silu, xt, g).unwrap(),
+            ctx.repeat_back(g, [37, 1, 2, 1]).unwrap(),
+            ctx.repeat_back(xt, [1, 5, 1, 1]).unwrap(),
+            ctx.get_rows_back(g2, idx, 7).unwrap(),
+            ctx.rms_norm_back(x, g, 1e-5).unwrap(),
+            ctx.rms_norm_back(xt, g, 1e-6).unwrap(),
+            ctx.view_back(half, [37, 5, 1, 1], [4, nb1, 0, 0], 8).unwrap(),
+        ]);
+        outs
+    });
+    // a whole backward graph: an MLP's cross-entropy gradients and an AdamW step
+    check("backward graph", 1e-5, |ctx| {
+        let mut rng = Rng(12);
+        let w1 = leaf(ctx, &mut rng, &[16, 12, 1, 1], 0.5);
+        let w2 = leaf(ctx, &mut rng, &[12, 4, 1, 1], 0.5);
+        let x = leaf(ctx, &mut rng, &[16, 9, 1, 1], 1.0);
+        let labels = leaf(ctx, &mut rng, &[4, 9, 1, 1], 3.0);
+        let labels = ctx.soft_max(labels).unwrap();
+        let h = ctx.relu(ctx.mul_mat(w1, x).unwrap()).unwrap();
+        let loss = ctx.cross_entropy_loss(ctx.mul_mat(w2, h).unwrap(), labels).unwrap();
+        let grads = ctx.backward(loss, &[w1, w2]).unwrap();
+        let (g1, g2) = (grads.get(w1).unwrap(), grads.get(w2).unwrap());
+        let (m, v) = (ctx.new_tensor_2d(DType::F32, 16, 12).unwrap(), ctx.new_tensor_2d(DType::F32, 16, 12).unwrap());
+        let hyper = ctx.new_f32(&[8], &rgml::grad::optim::AdamW::default().hyper(1)).unwrap();
+        let step = ctx.opt_step_adamw(w1, g1, m, v, hyper).unwrap();
+        vec![loss, g2, step]
+    });
+}

@@ -15,7 +15,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::layout::Layout;
-use crate::op::{BinaryOp, GluOp, Op, RopeParams, UnaryOp};
+use crate::op::{BackOp, BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 use crate::plan::{Place, Plan};
 use crate::tensor::{Tensor, TensorId};
 
@@ -155,6 +155,16 @@ pub(crate) trait Kernels {
     fn repeat(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// Attention of queries over keys and values (`[q, k, v]`), fused.
     fn flash_attn(&mut self, p: SoftMax, dst: Self::Dst, qkv: [Self::Src; 3], mask: Option<Self::Src>) -> Result<()>;
+    /// `a` summed into `dst`'s smaller shape (the elements `repeat` copies from each).
+    fn repeat_back(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
+    /// `dst = g · f'(x)`.
+    fn unary_back(&mut self, op: UnaryOp, dst: Self::Dst, x: Self::Src, g: Self::Src) -> Result<()>;
+    /// `dst = 0`, then row `i` of `g` added into row `index[i]`.
+    fn get_rows_back(&mut self, dst: Self::Dst, g: Self::Src, index: Self::Src) -> Result<()>;
+    /// `dst = 0`, then element `i` of `g` at byte `offset + Σ i_k·nb[k]` of `dst`.
+    fn view_back(&mut self, nb: [usize; 4], offset: usize, dst: Self::Dst, g: Self::Src) -> Result<()>;
+    /// The gradient of `rms_norm(x, eps)` given `g`.
+    fn rms_norm_back(&mut self, eps: f32, dst: Self::Dst, x: Self::Src, g: Self::Src) -> Result<()>;
 }
 
 /// `soft_max_ext`'s two parameters.
@@ -392,6 +402,11 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::FlashAttn { q, k: keys, v, mask, scale, max_bias } => {
             k.flash_attn(SoftMax { scale, max_bias }, dst, [src(q)?, src(keys)?, src(v)?], opt(mask)?)
         }
+        Op::Back(BackOp::RepeatBack { a }) => k.repeat_back(dst, src(a)?),
+        Op::Back(BackOp::UnaryBack { op, x, g }) => k.unary_back(op, dst, src(x)?, src(g)?),
+        Op::Back(BackOp::GetRowsBack { g, index }) => k.get_rows_back(dst, src(g)?, src(index)?),
+        Op::Back(BackOp::RmsNormBack { x, g, eps }) => k.rms_norm_back(eps, dst, src(x)?, src(g)?),
+        Op::Back(BackOp::ViewBack { g, nb, offset }) => k.view_back(nb, offset, dst, src(g)?),
         Op::Leaf
         | Op::View { .. }
         | Op::Reshape { .. }

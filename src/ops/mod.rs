@@ -5,6 +5,7 @@
 //! are made first, which is program order.
 
 mod attention;
+mod back;
 mod copy;
 mod elementwise;
 mod glu;

@@ -4,7 +4,7 @@
 use std::collections::hash_map::Entry;
 
 use super::mem::{self, Bytes, Exec, Strided, StridedMut};
-use super::{attention, copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
+use super::{attention, back, copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
 use crate::backend::exec::{Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::Result;
@@ -139,5 +139,20 @@ impl Kernels for CpuKernels<'_> {
     fn flash_attn(&mut self, p: SoftMax, dst: StridedMut, qkv: [Strided; 3], mask: Option<Strided>) -> Result<()> {
         let [q, k, v] = qkv;
         attention::flash_attn(&self.ex, p, dst, q, k, v, mask)
+    }
+    fn repeat_back(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
+        back::repeat_back(&self.ex, dst, a)
+    }
+    fn unary_back(&mut self, op: UnaryOp, dst: StridedMut, x: Strided, g: Strided) -> Result<()> {
+        back::unary_back(&self.ex, op, dst, x, g)
+    }
+    fn get_rows_back(&mut self, dst: StridedMut, g: Strided, index: Strided) -> Result<()> {
+        back::get_rows_back(&self.ex, dst, g, index)
+    }
+    fn view_back(&mut self, nb: [usize; 4], offset: usize, dst: StridedMut, g: Strided) -> Result<()> {
+        back::view_back(&self.ex, nb, offset, dst, g)
+    }
+    fn rms_norm_back(&mut self, eps: f32, dst: StridedMut, x: Strided, g: Strided) -> Result<()> {
+        back::rms_norm_back(&self.ex, eps, dst, x, g)
     }
 }

@@ -11,6 +11,7 @@
 
 use super::copy;
 use super::mem::{Exec, FirstError, SharedBytes, Strided, StridedMut};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::host::HostBuffer;
 use crate::layout::Layout;
@@ -47,7 +48,6 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     // repacked weights take the tile at every row count: no per-call packing to amortize
     let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some()) && k > 0);
     // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
-    use crate::dtype::DType;
     let blocks_of_dots =
         tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
     let wide_blocks = dot::f32_block::wide();
@@ -217,17 +217,32 @@ impl BlockRun {
     }
 }
 
+/// Whether repacking weights for `t` pays on `cpu`: decode streams them
+/// through the repacked tile, so where that runs slower than the dot kernels
+/// on the file's layout the weights stay in place. AMD's family 25 (Zen 4)
+/// runs 512-bit instructions as two 256-bit halves, and its repacked Q5_K and
+/// Q6_K tiles stream at under half the memory's read (their 5- and 6-bit
+/// unpacking is the bottleneck there), where its dot kernels keep up.
+pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) -> bool {
+    let zen4_avx512 = cpu.vendor == "AuthenticAMD"
+        && cpu.family_model.is_some_and(|(family, _)| family == 25)
+        && t.level() == dot::SimdLevel::Avx512;
+    t.packs() && !(zen4_avx512 && matches!(t.weight_type(), DType::Q5_K | DType::Q6_K))
+}
+
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
 /// groups of `mr` rows in order), or `None` when it does not qualify: a
 /// read-only file mapping (its bytes never change), 2-D, packed rows, and a
-/// tile kernel with a repacked form for its type on this CPU.
+/// tile kernel with a repacked form for its type on this CPU that pays there
+/// ([`repack_pays`]).
 pub(super) fn repack(
     ex: &Exec,
     ctx: &crate::context::Context,
     a: crate::tensor::TensorId,
 ) -> Result<Option<HostBuffer>> {
     let l = ctx.layout(a)?;
-    let Some(t) = tile::tile_kernel(l.dtype).filter(tile::TileKernel::packs) else { return Ok(None) };
+    let cpu = crate::cpu_info::CpuInfo::get();
+    let Some(t) = tile::tile_kernel(l.dtype).filter(|t| repack_pays(t, cpu)) else { return Ok(None) };
     let Some(bytes) = ctx.leaf_bytes(a).filter(|_| ctx.is_mapped(a)) else { return Ok(None) };
     let packed_rows = l.block_dim == 0 && l.nb[0] == l.dtype.type_size() && l.ne[2] == 1 && l.ne[3] == 1;
     let (k, m) = (l.ne[0] as usize, l.ne[1] as usize);

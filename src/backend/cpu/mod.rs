@@ -7,6 +7,7 @@
 //! module; the kernel modules share only `mem` (raw memory) and `copy`.
 
 mod attention;
+mod back;
 mod backend;
 mod copy;
 mod elementwise;

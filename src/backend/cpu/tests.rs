@@ -231,3 +231,30 @@ fn a_region_table_changes_revision_only_when_a_region_changes() {
     r.insert(a, Region { base: 8, len: 4, writable: false });
     assert_ne!(r.revision(), before, "a moved region");
 }
+
+/// Weights are repacked for every tile that packs, except where the CPU streams
+/// them faster in place: Zen 4's Q5_K and Q6_K at AVX-512.
+#[test]
+fn repacking_follows_the_cpu_it_runs_on() {
+    use crate::cpu_info::CpuInfo;
+    use crate::quant::dot::SimdLevel;
+    use crate::quant::tile::tile_kernel_for;
+    let cpu = |vendor: &str, family: u32| {
+        let text = format!("vendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: 17\nmodel name\t: x\n");
+        CpuInfo::parse(&text, None, None, 2, SimdLevel::Avx512)
+    };
+    let (zen4, xeon, zen5) = (cpu("AuthenticAMD", 25), cpu("GenuineIntel", 6), cpu("AuthenticAMD", 26));
+    for level in [SimdLevel::Avx512, SimdLevel::Avx2] {
+        for w in [DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+            let Some(t) = tile_kernel_for(w, level) else { continue }; // this CPU lacks the level
+            let slow_on_zen4 = level == SimdLevel::Avx512 && matches!(w, DType::Q5_K | DType::Q6_K);
+            assert_eq!(super::matmul::repack_pays(&t, &xeon), t.packs(), "{w:?} at {level:?} on Intel");
+            assert_eq!(super::matmul::repack_pays(&t, &zen5), t.packs(), "{w:?} at {level:?} on family 26");
+            assert_eq!(
+                super::matmul::repack_pays(&t, &zen4),
+                t.packs() && !slow_on_zen4,
+                "{w:?} at {level:?} on Zen 4"
+            );
+        }
+    }
+}

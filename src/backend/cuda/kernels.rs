@@ -42,6 +42,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("unary", include_str!("../../../kernels/unary.cu")),
     ("copy", include_str!("../../../kernels/copy.cu")),
     ("reduce", include_str!("../../../kernels/reduce.cu")),
+    ("back", include_str!("../../../kernels/back.cu")),
     ("norm", include_str!("../../../kernels/norm.cu")),
     ("softmax", include_str!("../../../kernels/softmax.cu")),
     ("attention", include_str!("../../../kernels/attention.cu")),
@@ -449,7 +450,10 @@ mod signature_tests {
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt", "wk"];
         const S4: &[&str] =
             &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows", "q_round"];
-        const S8: &[&str] = &["n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total"];
+        const S8: &[&str] = &[
+            "n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total", "nb0", "nb1", "nb2", "nb3",
+            "off",
+        ];
         if a.ends_with(".ptr") || PTRS.contains(&a) {
             Kind::Ptr
         } else if TENSORS.contains(&a) || [".p(", ".k(", ".q(", "rows_view("].iter().any(|m| a.contains(m)) {

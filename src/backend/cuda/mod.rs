@@ -51,6 +51,7 @@
 //! `storage` and `graphs`; `backend` on top.
 
 mod attention;
+mod back;
 mod backend;
 mod copy;
 mod device;

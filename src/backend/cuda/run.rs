@@ -6,7 +6,7 @@ use super::device::Device;
 use super::kernels::{self, unary_code, UNARY_SCALE};
 use super::launch::{Bound, BoundMut};
 use super::matmul::{self, QuantPath};
-use super::{ops, quant};
+use super::{back, ops, quant};
 use crate::backend::exec::{Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -115,6 +115,21 @@ impl Kernels for CudaKernels<'_> {
     }
     fn flash_attn(&mut self, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], mask: Option<Bound>) -> Result<()> {
         super::attention::flash_attn(self.dev, p, dst, qkv, mask)
+    }
+    fn repeat_back(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
+        back::repeat_back(self.dev, dst, a)
+    }
+    fn unary_back(&mut self, op: UnaryOp, dst: BoundMut, x: Bound, g: Bound) -> Result<()> {
+        back::unary_back(self.dev, op, dst, x, g)
+    }
+    fn get_rows_back(&mut self, dst: BoundMut, g: Bound, index: Bound) -> Result<()> {
+        back::get_rows_back(self.dev, dst, g, index, self.err_ptr)
+    }
+    fn view_back(&mut self, nb: [usize; 4], offset: usize, dst: BoundMut, g: Bound) -> Result<()> {
+        back::view_back(self.dev, nb, offset, dst, g)
+    }
+    fn rms_norm_back(&mut self, eps: f32, dst: BoundMut, x: Bound, g: Bound) -> Result<()> {
+        back::rms_norm_back(self.dev, eps, dst, x, g)
     }
 }
 
