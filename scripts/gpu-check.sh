@@ -21,6 +21,8 @@
 #             split (--n-gpu-layers 1: the rest on the CPU)
 #      models rgml bench --model on a synthetic 1B Q4_0 llama written there,
 #             all layers on the GPU and split (--n-gpu-layers 8)
+#      train  examples/digits.rs on the device (expects test accuracy >= 0.97;
+#             emulated: 2 epochs, not judged)
 #      bench  rgml bench --backend cuda --json --llama (the llama rows: a synthetic
 #             Q4_0 llama's prompt and decode speed, CUDA graphs off and on)
 #      torch  scripts/torch_bench.py, when torch imports and sees the GPU
@@ -58,10 +60,12 @@ for line in sys.stdin:
 ' "$BIN"
     }
     cargo test --release --no-run --message-format=json -p rgml --lib --test cuda_ops --test cuda_quant --test cuda_matmul --test cuda_attention \
-        --test cuda_graphs | copy_tests
+        --test cuda_graphs --test train | copy_tests
     cargo test --release --no-run --message-format=json -p rgml-models --test llama_cuda --test split --test arch_cuda | copy_tests
     cargo build --release -p rgml-cli --bin rgml
     cargo build --release -p rgml-models --example synthetic_llama
+    cargo build --release -p rgml --example digits
+    cp target/release/examples/digits "$BIN/digits"
     cp target/release/rgml "$BIN/rgml"
     cp target/release/examples/synthetic_llama "$BIN/synthetic_llama"
     echo "$BIN/rgml"
@@ -78,7 +82,7 @@ LOG=${LOG:-/tmp/gpu-check}
 mkdir -p "$LOG"
 T0=$SECONDS
 BUDGET=${GPU_CHECK_BUDGET:-540}
-STAGES=" ${GPU_CHECK_STAGES:-tests eval llama models bench torch} "
+STAGES=" ${GPU_CHECK_STAGES:-tests eval llama models train bench torch} "
 
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(nvidia-smi not available)"
@@ -204,6 +208,7 @@ if want tests; then
     run cuda_matmul
     run cuda_attention
     run cuda_graphs
+    run train
     run rgml_lib backend::
     run llama_cuda
     run split
@@ -287,6 +292,23 @@ PY
     rm -f "$LOG/synth.gguf"
     [ $res = ran ] || rc=1
     results+=("models: $res")
+fi
+
+if want train; then
+    # the digits MLP of examples/digits.rs trained on the device (emulated: 2 epochs)
+    echo "== train: the digits MLP (examples/digits.rs) on CUDA"
+    res=FAIL
+    epochs=40; [ -n "${RGML_CUDA_EMU:-}" ] && epochs=2
+    if [ -x "$BIN/digits" ] && timed "$LOG/train.log" 240 "$BIN/digits" --cuda --epochs "$epochs"; then
+        res=ran
+        acc=$(sed -n 's/^test accuracy: //p' "$LOG/train.log")
+        if [ -z "${RGML_CUDA_EMU:-}" ]; then
+            python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.97 else 1)" && res=PASS || res=FAIL
+        fi
+    fi
+    grep -E "^(digits on|time per epoch|test accuracy)" "$LOG/train.log" 2>/dev/null | sed 's/^/  /'
+    [ $res = FAIL ] && rc=1
+    results+=("train: $res (test accuracy ${acc:-?})")
 fi
 
 if want bench; then

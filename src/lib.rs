@@ -40,6 +40,7 @@ pub mod ops;
 pub mod plan;
 pub mod quant;
 pub mod tensor;
+pub mod train;
 
 pub use backend::cpu::{CpuBackend, CpuRules, CpuStorage, MAX_THREADS_PER_CORE};
 pub use backend::cuda::{CudaBackend, CudaConfig, CudaRules, CudaStorage, GraphStats};

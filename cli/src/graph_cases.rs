@@ -34,24 +34,41 @@ struct Got {
     compute: bool,
 }
 
+/// The gradient nodes of a case with `"loss"` and `"params"`: (param name, gradient).
+type Grads = Vec<(String, TensorId)>;
+
 /// Runs one case (a JSON object) on `backend`. An op the backend does not
 /// support fails the case with its error message.
 pub fn run_case<B: Backend>(backend: &B, case: &Value) -> CaseResult {
     let id = case["id"].as_str().unwrap_or("?").to_string();
     let mut ctx = Context::new();
     let mut failures = Vec::new();
-    let built = build(&mut ctx, case);
-    let (nodes, values, error) = match built {
-        Err(e) => (Vec::new(), HashMap::new(), Some(e)),
-        Ok(nodes) => match compute(backend, &ctx, &nodes) {
-            Ok(v) => (nodes, v, None),
-            Err(e) => (nodes, HashMap::new(), Some(e)),
+    let built = build(&mut ctx, case).and_then(|nodes| {
+        let grads = gradients(&mut ctx, case, &nodes);
+        Ok((nodes, grads?))
+    });
+    let (nodes, grads, values, error) = match built {
+        Err(e) => (Vec::new(), Vec::new(), HashMap::new(), Some(e)),
+        Ok((nodes, grads)) => match compute(backend, &ctx, &nodes, &grads) {
+            Ok(v) => (nodes, grads, v, None),
+            Err(e) => (nodes, grads, HashMap::new(), Some(e)),
         },
     };
     if error.is_none() {
         check(&ctx, case, &nodes, &values, &mut failures);
+        check_grads(case, &grads, &values, &mut failures);
     }
-    let emit = emit(&id, &ctx, &nodes, &values, error.as_deref());
+    let mut emit = emit(&id, &ctx, &nodes, &values, error.as_deref());
+    emit_grads(&mut emit, &grads, &values);
+    if let Some(want) = case["expected_error"].as_str() {
+        // a case about a refusal passes when rgml refuses it, saying so
+        match error {
+            Some(e) if e.contains(want) => return CaseResult { id, failures, error: None, emit },
+            Some(e) => failures.push(format!("error {e:?}, expected one containing {want:?}")),
+            None => failures.push(format!("no error, expected one containing {want:?}")),
+        }
+        return CaseResult { id, failures, error: None, emit };
+    }
     CaseResult { id, failures, error, emit }
 }
 
@@ -122,6 +139,25 @@ fn build(ctx: &mut Context, case: &Value) -> Result<Vec<Got>, String> {
             }
             "mul_mat" if src.len() == 2 => e(ctx.mul_mat(src[0], src[1]))?,
             "sum" if src.len() == 1 => e(ctx.sum(src[0]))?,
+            "sum_rows" if src.len() == 1 => e(ctx.sum_rows(src[0]))?,
+            "soft_max" if src.len() == 1 => e(ctx.soft_max(src[0]))?,
+            "add_inplace" | "sub_inplace" | "mul_inplace" | "div_inplace" if src.len() == 2 => {
+                let op = match op {
+                    "add_inplace" => rgml::BinaryOp::Add,
+                    "sub_inplace" => rgml::BinaryOp::Sub,
+                    "mul_inplace" => rgml::BinaryOp::Mul,
+                    _ => rgml::BinaryOp::Div,
+                };
+                e(ctx.binary(op, src[0], src[1], true))?
+            }
+            "scale_inplace" => {
+                let s = n["s"].as_f64().ok_or(format!("{name}: no s"))? as f32;
+                e(ctx.scale_inplace(first()?, s))?
+            }
+            unary if src.len() == 1 && unary_op(unary).is_some() => {
+                let (f, inplace) = unary_op(unary).ok_or("unreachable")?;
+                e(ctx.unary(f, src[0], inplace))?
+            }
             "mean" if src.len() == 1 => e(ctx.mean(src[0]))?,
             "argmax" if src.len() == 1 => e(ctx.argmax(src[0]))?,
             "cross_entropy_loss" if src.len() == 2 => e(ctx.cross_entropy_loss(src[0], src[1]))?,
@@ -136,17 +172,100 @@ fn build(ctx: &mut Context, case: &Value) -> Result<Vec<Got>, String> {
     Ok(out)
 }
 
-fn compute<B: Backend>(backend: &B, ctx: &Context, nodes: &[Got]) -> Result<HashMap<String, Vec<f32>>, String> {
+/// A unary op's name (`relu`, `exp_inplace`, …): the op and whether in place.
+fn unary_op(name: &str) -> Option<(rgml::UnaryOp, bool)> {
+    let (base, inplace) = name.strip_suffix("_inplace").map_or((name, false), |b| (b, true));
+    rgml::UnaryOp::ALL.into_iter().find(|u| u.name() == base).map(|u| (u, inplace))
+}
+
+/// The backward graph of a case with `"loss": name` and `"params": [names]`
+/// (none without them); an in-place hazard or an op without a gradient is
+/// the case's error.
+fn gradients(ctx: &mut Context, case: &Value, nodes: &[Got]) -> Result<Grads, String> {
+    let Some(loss) = case["loss"].as_str() else { return Ok(Vec::new()) };
+    let find = |name: &str| nodes.iter().find(|g| g.name == name).map(|g| g.id).ok_or(format!("unknown node {name}"));
+    let loss = find(loss)?;
+    let names: Vec<String> = case["params"]
+        .as_array()
+        .ok_or("a case with a loss needs \"params\"")?
+        .iter()
+        .map(|v| v.as_str().map(str::to_string).ok_or("params are node names"))
+        .collect::<Result<_, _>>()?;
+    let params = names.iter().map(|n| find(n)).collect::<Result<Vec<_>, _>>()?;
+    let grads = ctx.backward(loss, &params).map_err(|e| e.to_string())?;
+    names
+        .into_iter()
+        .zip(params)
+        .map(|(n, p)| grads.get(p).map(|g| (n.clone(), g)).ok_or(format!("the loss does not depend on {n}")))
+        .collect()
+}
+
+fn compute<B: Backend>(
+    backend: &B,
+    ctx: &Context,
+    nodes: &[Got],
+    grads: &Grads,
+) -> Result<HashMap<String, Vec<f32>>, String> {
     let mut graph = Graph::new(ctx);
-    for g in nodes.iter().filter(|g| g.compute) {
-        graph.build_forward_expand(ctx, g.id).map_err(|e| e.to_string())?;
+    for id in nodes.iter().filter(|g| g.compute).map(|g| g.id).chain(grads.iter().map(|g| g.1)) {
+        graph.build_forward_expand(ctx, id).map_err(|e| e.to_string())?;
     }
     let storage = backend.run(ctx, &graph).map_err(|e| e.to_string())?;
     let mut values = HashMap::new();
     for g in nodes.iter().filter(|g| g.compute) {
         values.insert(g.name.clone(), storage.read_f32(ctx, g.id).map_err(|e| format!("{}: {e}", g.name))?);
     }
+    for (name, g) in grads {
+        values.insert(grad_key(name), storage.read_f32(ctx, *g).map_err(|e| format!("grad of {name}: {e}"))?);
+    }
     Ok(values)
+}
+
+/// Where a parameter's gradient is kept among the computed values.
+fn grad_key(param: &str) -> String {
+    format!("\u{0}grad:{param}")
+}
+
+/// `"expected_grads": {param: [values]}` against the gradients, at the case's tolerance.
+fn check_grads(case: &Value, grads: &Grads, values: &HashMap<String, Vec<f32>>, failures: &mut Vec<String>) {
+    let Some(want) = case["expected_grads"].as_object() else { return };
+    let (atol, rtol) = (case["atol"].as_f64().unwrap_or(0.0), case["rtol"].as_f64().unwrap_or(0.0));
+    for (name, exp) in want {
+        let (Some(exp), Some(got)) = (exp.as_array(), grads.iter().find(|g| &g.0 == name).and_then(|_| values.get(&grad_key(name))))
+        else {
+            failures.push(format!("no gradient of {name}"));
+            continue;
+        };
+        if exp.len() != got.len() {
+            failures.push(format!("grad of {name}: {} values, expected {}", got.len(), exp.len()));
+            continue;
+        }
+        for (i, (e, &v)) in exp.iter().zip(got).enumerate() {
+            let e = json_f32(e).unwrap_or(f32::NAN);
+            if !(((v - e).abs() as f64) <= atol + rtol * (e.abs() as f64)) {
+                failures.push(format!("grad of {name}[{i}]: got {v:?}, expected {e:?}"));
+                break;
+            }
+        }
+    }
+}
+
+/// Adds `"grads": {param: [values]}` to an emitted record.
+fn emit_grads(emit: &mut String, grads: &Grads, values: &HashMap<String, Vec<f32>>) {
+    if grads.is_empty() || !emit.ends_with('}') {
+        return;
+    }
+    emit.pop();
+    emit.push_str(",\"grads\":{");
+    let parts: Vec<String> = grads
+        .iter()
+        .filter_map(|(name, _)| {
+            let v = values.get(&grad_key(name))?;
+            Some(format!("{}:[{}]", Value::from(name.as_str()), v.iter().map(|&x| fmt_f32(x)).collect::<Vec<_>>().join(",")))
+        })
+        .collect();
+    emit.push_str(&parts.join(","));
+    emit.push_str("}}");
 }
 
 fn check(ctx: &Context, case: &Value, nodes: &[Got], values: &HashMap<String, Vec<f32>>, failures: &mut Vec<String>) {

@@ -3,6 +3,7 @@
 //! depend on the thread count.
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::UnaryOp;
 
@@ -28,6 +29,31 @@ pub(crate) fn repeat_back(ex: &Exec, dst: StridedMut, a: Strided) -> Result<()> 
     }
     let tiles: [i64; 4] = std::array::from_fn(|i| ane[i] / ne[i]);
     let per_row = (a.l.nelements() / dst.l.nrows().max(1)) as usize;
+    if tiles[0] == 1 && dst.l.dtype == DType::F32 && a.l.dtype == DType::F32 && dst.packed_rows() && a.packed_rows() {
+        // whole rows of `a` summed into each row of dst, in the order of the general loop
+        let n0 = ne[0] as usize;
+        ex.for_ranges(dst.l.nrows() as usize, per_row, |rows| {
+            let mut acc = vec![0f64; n0];
+            for r in rows {
+                let [i1, i2, i3] = dst.l.row_index(r as i64);
+                acc.fill(0.0);
+                for t3 in 0..tiles[3] {
+                    for t2 in 0..tiles[2] {
+                        for t1 in 0..tiles[1] {
+                            let src = a.row(i1 + t1 * ne[1], i2 + t2 * ne[2], i3 + t3 * ne[3]).cast::<f32>();
+                            // SAFETY: a packed F32 row of a (inside a's shape) holds n0 values.
+                            let row = unsafe { std::slice::from_raw_parts(src, n0) };
+                            acc.iter_mut().zip(row).for_each(|(s, &v)| *s += v as f64);
+                        }
+                    }
+                }
+                // SAFETY: dst's row r is n0 packed F32 values, written by this thread alone.
+                let out = unsafe { std::slice::from_raw_parts_mut(dst.row(i1, i2, i3).cast::<f32>(), n0) };
+                out.iter_mut().zip(&acc).for_each(|(o, &s)| *o = s as f32);
+            }
+        });
+        return Ok(());
+    }
     ex.for_ranges(dst.l.nrows() as usize, per_row, |rows| {
         for r in rows {
             let [i1, i2, i3] = dst.l.row_index(r as i64);
@@ -82,6 +108,32 @@ pub(crate) fn unary_back(ex: &Exec, op: UnaryOp, dst: StridedMut, x: Strided, g:
         return Err(Error::internal(format!("{name} of {:?} and {:?} into {:?}", x.l.ne, g.l.ne, dst.l.ne)));
     }
     let ne0 = dst.l.ne[0];
+    let f32s = [dst.l.dtype, x.l.dtype, g.l.dtype].iter().all(|&t| t == DType::F32);
+    if f32s && dst.packed_rows() && x.packed_rows() && g.packed_rows() {
+        let n0 = ne0 as usize;
+        ex.for_ranges(dst.l.nrows() as usize, n0, |rows| {
+            for r in rows {
+                let [i1, i2, i3] = dst.l.row_index(r as i64);
+                // SAFETY: row (i1, i2, i3) of each is n0 packed F32 values; this
+                // thread alone writes dst's, which equals x's or g's exactly or neither.
+                unsafe {
+                    let (d, xr, gr) = (
+                        dst.row(i1, i2, i3).cast::<f32>(),
+                        x.row(i1, i2, i3).cast::<f32>(),
+                        g.row(i1, i2, i3).cast::<f32>(),
+                    );
+                    for i0 in 0..n0 {
+                        let (xv, gv) = (*xr.add(i0), *gr.add(i0));
+                        *d.add(i0) = match op {
+                            UnaryOp::Relu => gv * f32::from(u8::from(xv > 0.0)),
+                            _ => (gv as f64 * derivative(op, xv as f64)) as f32,
+                        };
+                    }
+                }
+            }
+        });
+        return Ok(());
+    }
     ex.for_ranges(dst.l.nrows() as usize, ne0 as usize, |rows| {
         for r in rows {
             let [i1, i2, i3] = dst.l.row_index(r as i64);
@@ -168,7 +220,7 @@ pub(crate) fn rms_norm_back(ex: &Exec, eps: f32, dst: StridedMut, x: Strided, g:
 /// `dst = 0` (packed F32), then element `i` of `g` at byte `offset + Σ i_k·nb[k]` of `dst`.
 pub(crate) fn view_back(ex: &Exec, nb: [usize; 4], offset: usize, dst: StridedMut, g: Strided) -> Result<()> {
     let sg = Scalar::of("view_back", g.l.dtype)?;
-    if dst.l.dtype != crate::dtype::DType::F32 || !dst.l.is_contiguous() {
+    if dst.l.dtype != DType::F32 || !dst.l.is_contiguous() {
         return Err(Error::internal("view_back into a strided or non-F32 tensor"));
     }
     let (base, len) = (dst.ptr(), dst.l.nbytes());
