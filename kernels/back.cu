@@ -2,14 +2,19 @@
 // output element computed by one thread in a fixed order (the CPU's bits).
 // Compiled with prelude.cuh prepended.
 
+// The 4-d index of flat logical element i of a tensor of shape t.ne.
+__device__ __forceinline__ void rg_index4(const RgT& t, i64 i, i64* i0, i64* i1, i64* i2, i64* i3) {
+    *i0 = i % t.ne[0]; i /= t.ne[0];
+    *i1 = i % t.ne[1]; i /= t.ne[1];
+    *i2 = i % t.ne[2];
+    *i3 = i / t.ne[2];
+}
+
 // repeat_back: dst[j] = sum of a[i] over i % dst.ne == j. A thread per dst element.
 extern "C" __global__ void rg_repeat_back(char* dst, RgT d, const char* a, RgT ta, i64 n) {
     RG_GRID_STRIDE(j, n) {
-        i64 r = j;
-        const i64 i0 = r % d.ne[0]; r /= d.ne[0];
-        const i64 i1 = r % d.ne[1]; r /= d.ne[1];
-        const i64 i2 = r % d.ne[2];
-        const i64 i3 = r / d.ne[2];
+        i64 i0, i1, i2, i3;
+        rg_index4(d, j, &i0, &i1, &i2, &i3);
         double acc = 0.0;
         for (i64 t3 = i3; t3 < ta.ne[3]; t3 += d.ne[3])
             for (i64 t2 = i2; t2 < ta.ne[2]; t2 += d.ne[2])
@@ -104,11 +109,8 @@ extern "C" __global__ void rg_zero_f32(float* dst, i64 n) {
 extern "C" __global__ void rg_view_back(char* dst, i64 nb0, i64 nb1, i64 nb2, i64 nb3, i64 off, const char* g, RgT tg,
                                         i64 n) {
     RG_GRID_STRIDE(i, n) {
-        i64 r = i;
-        const i64 i0 = r % tg.ne[0]; r /= tg.ne[0];
-        const i64 i1 = r % tg.ne[1]; r /= tg.ne[1];
-        const i64 i2 = r % tg.ne[2];
-        const i64 i3 = r / tg.ne[2];
+        i64 i0, i1, i2, i3;
+        rg_index4(tg, i, &i0, &i1, &i2, &i3);
         *(float*)(dst + off + i0 * nb0 + i1 * nb1 + i2 * nb2 + i3 * nb3) = rg_load(g + rg_offset(tg, i), tg.type);
     }
 }
