@@ -13,6 +13,7 @@ pub mod demo;
 pub mod gguf_cli;
 pub mod graph_cases;
 pub mod out;
+pub mod perplexity_cli;
 pub mod plan_report;
 pub mod run;
 pub mod text_cli;

@@ -96,6 +96,20 @@ enum Cmd {
         #[command(flatten)]
         exec: ExecArgs,
     },
+    /// Perplexity of a model on a text file, as llama.cpp's llama-perplexity measures it
+    /// (chunks of --ctx tokens, the second half of each scored).
+    Perplexity {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// The UTF-8 text file.
+        #[arg(long, short = 'f')]
+        file: std::path::PathBuf,
+        /// Tokens per chunk (llama-perplexity's --ctx-size).
+        #[arg(long, default_value_t = 512)]
+        ctx: usize,
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
     /// Chat with a model: user turns from standard input, one per line; replies stream to
     /// standard output; the conversation stays in the KV cache. End with EOF.
     Chat {
@@ -382,6 +396,10 @@ fn main() -> ExitCode {
             };
             exec.backend(&model).and_then(|b| rgml_cli::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
+        Cmd::Perplexity { model, file, ctx, exec } => exec
+            .backend(&model)
+            .and_then(|b| rgml_cli::perplexity_cli::run(&model, &file, ctx, exec.load(), b))
+            .map(|()| ExitCode::SUCCESS),
         Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
             let opts = chat_cli::ChatOptions {
                 system,

@@ -40,6 +40,7 @@ pub mod generate;
 pub mod llama;
 pub mod mlp;
 pub mod model;
+pub mod perplexity;
 pub mod quantize;
 pub mod sampler;
 pub mod synthetic;

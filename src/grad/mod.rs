@@ -7,7 +7,7 @@
 //!
 //! Program order makes in-place ops well defined on a static graph; it also
 //! means a gradient node built after an in-place write reads the written
-//! value. [`hazard`] refuses, when the backward graph is built, every graph
+//! value. The `hazard` module refuses, when the backward graph is built, every graph
 //! where that would give a wrong gradient (see `docs/DESIGN.md`).
 
 mod hazard;
