@@ -427,9 +427,12 @@ fn main() -> ExitCode {
                 outln!("wrote {}", out.display());
                 ExitCode::SUCCESS
             }),
-        Cmd::Plan => rgml_cli::plan_report::all().map(|rs| {
+        Cmd::Plan => rgml_cli::plan_report::all().and_then(|rs| {
             rs.iter().for_each(|r| outln!("{r}"));
-            ExitCode::SUCCESS
+            let (step, kept) = rgml_cli::plan_report::train_step(32)?;
+            outln!("{step}");
+            outln!("{kept}");
+            Ok(ExitCode::SUCCESS)
         }),
     };
     match r {

@@ -65,3 +65,14 @@ fn cli_eval_emits_gradients_and_errors() {
         }
     }
 }
+
+#[test]
+fn the_plan_report_shows_what_forward_keeps_for_backward() {
+    let (step, kept) = rgml_cli::plan_report::train_step(32).unwrap();
+    assert!(step.stats.planned < step.stats.naive && step.stats.planned >= step.stats.lower_bound, "{step}");
+    // the ReLU output (4096 × 32) and the logits (10 × 32), F32
+    assert!(
+        kept.contains(&format!("kept for backward: {} B in 2 forward results", (4096 * 32 + 10 * 32) * 4)),
+        "{kept}"
+    );
+}

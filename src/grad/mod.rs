@@ -76,10 +76,13 @@ impl Context {
         let versions = Versions::new(self);
         let nodes = path(self, &versions, loss, params)?;
         hazard::check(self, &versions, &nodes, loss, params)?;
-        let seed = self.new_f32(&[1], &[1.0])?;
-        if self.is_no_alloc() {
+        let seed = if self.is_no_alloc() {
+            let seed = self.new_tensor(DType::F32, &[1])?;
             self.set_input(seed)?;
-        }
+            seed
+        } else {
+            self.new_f32(&[1], &[1.0])?
+        };
         let grads = self.accumulate(&nodes, loss, seed)?;
         let grads = params.iter().filter_map(|&p| grads.get(&p).map(|&g| (p, g))).collect();
         Ok(Gradients { seed, grads })
