@@ -11,7 +11,7 @@
 //! JAX on the same split for a speed comparison.
 
 use rgml::grad::optim::AdamW;
-use rgml::train::{mlp, mlp_params, Dataset, Optimizer, Trainer};
+use rgml::train::{mlp, mlp_params, Dataset, Optimizer, TrainConfig, Trainer};
 use rgml::{Backend, CpuBackend, CudaBackend};
 
 fn arg(name: &str, default: usize) -> usize {
@@ -41,7 +41,7 @@ fn train_and_test<B: Backend>(
     batch: usize,
 ) -> rgml::Result<()> {
     let opt = Optimizer::AdamW(AdamW { lr: 3e-3, ..AdamW::default() });
-    let mut trainer = Trainer::new(backend, (64, 10, batch), &mlp_params(&[64, 128, 10], 1), mlp, opt)?;
+    let mut trainer = Trainer::new(backend, TrainConfig::new(64, 10, batch, opt), &mlp_params(&[64, 128, 10], 1), mlp)?;
     println!("{} training rows, {} test rows, batch {batch}", train.len(), test.len());
     let mut seconds = 0.0;
     for epoch in 1..=epochs {

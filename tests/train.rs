@@ -6,7 +6,7 @@
 mod common;
 
 use rgml::grad::optim::AdamW;
-use rgml::train::{mlp, mlp_params, Dataset, Optimizer, Trainer};
+use rgml::train::{mlp, mlp_params, Dataset, Optimizer, TrainConfig, Trainer};
 use rgml::{Backend, CpuBackend, Error};
 
 fn digits() -> Dataset {
@@ -17,7 +17,7 @@ fn digits() -> Dataset {
 
 fn trainer<B: Backend>(backend: B) -> Trainer<B> {
     let opt = Optimizer::AdamW(AdamW { lr: 3e-3, ..AdamW::default() });
-    Trainer::new(backend, (64, 10, 32), &mlp_params(&[64, 128, 10], 1), mlp, opt).unwrap()
+    Trainer::new(backend, TrainConfig::new(64, 10, 32, opt), &mlp_params(&[64, 128, 10], 1), mlp).unwrap()
 }
 
 #[test]
@@ -34,6 +34,41 @@ fn an_mlp_learns_the_digits() {
     assert!(before.accuracy < 0.3, "an untrained model guesses: {before:?}");
     assert!(losses[39] < losses[0] / 10.0, "the training loss falls: {losses:?}");
     assert!(after.accuracy >= 0.97, "test accuracy {after:?}");
+}
+
+/// Accumulating the gradients of k minibatches of b rows takes the step one
+/// minibatch of k·b rows takes (the mean cross-entropy's gradient is the mean
+/// of the parts'), within rounding; with SGD the trajectory is exact to f32 sums.
+#[test]
+fn gradient_accumulation_steps_as_one_bigger_batch() {
+    let (train, _) = digits().split(256);
+    let sgd = Optimizer::Sgd(rgml::grad::optim::Sgd { lr: 0.1, weight_decay: 0.0 });
+    let adamw = Optimizer::AdamW(AdamW { lr: 1e-2, ..AdamW::default() });
+    let init = mlp_params(&[64, 16, 10], 3);
+    for (opt, tol) in [(sgd, 1e-5), (adamw, 1e-4)] {
+        check_accumulation(&train, &init, opt, tol);
+    }
+    let bad = Trainer::new(CpuBackend::new(1).unwrap(), TrainConfig::new(64, 10, 8, sgd).accumulate(0), &init, mlp);
+    assert!(matches!(bad, Err(Error::Invalid(_))));
+}
+
+type Params = Vec<(Vec<i64>, Vec<f32>)>;
+
+fn check_accumulation(train: &Dataset, init: &Params, opt: Optimizer, tol: f32) {
+    let run = |batch: usize, k: usize| {
+        let config = TrainConfig::new(64, 10, batch, opt).accumulate(k);
+        let mut t = Trainer::new(CpuBackend::new(2).unwrap(), config, init, mlp).unwrap();
+        // one epoch; both runs see the rows in the same order
+        t.train_epoch(train, 0).unwrap();
+        t.params().unwrap()
+    };
+    let (big, accumulated, plain) = (run(32, 1), run(8, 4), run(8, 1));
+    let max_diff = |a: &[Vec<f32>], b: &[Vec<f32>]| {
+        a.iter().zip(b).flat_map(|(x, y)| x.iter().zip(y).map(|(p, q)| (p - q).abs())).fold(0f32, f32::max)
+    };
+    let d = max_diff(&big, &accumulated);
+    assert!(d < tol, "{opt:?}: accumulated 4 × 8 against 32: {d}");
+    assert!(max_diff(&big, &plain) > 1e-3, "{opt:?}: a step per 8 rows moves elsewhere");
 }
 
 #[test]

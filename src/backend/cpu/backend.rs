@@ -111,6 +111,15 @@ impl CpuBackend {
     pub fn repacks_weights(&self) -> bool {
         self.repack
     }
+    /// Whether this backend repacks mapped weight matrices of type `dtype` on
+    /// this CPU: repacking is on, the type's tile kernel has a repacked form at
+    /// the CPU's level, and it streams faster than the file's layout there
+    /// (not Q5_K and Q6_K on AMD's Zen 4, whose dot kernels keep up better).
+    pub fn repacks_type(&self, dtype: crate::dtype::DType) -> bool {
+        self.repack
+            && crate::quant::tile::tile_kernel(dtype)
+                .is_some_and(|t| super::matmul::repack_pays(&t, crate::cpu_info::CpuInfo::get()))
+    }
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.pool.threads()

@@ -5,7 +5,14 @@
 //! epoch, and evaluation through the forward graph alone. Parameters are F32
 //! and live in the backend's storage between steps; any backend runs it.
 
+mod dataset;
+mod mlp;
+
 use std::time::Instant;
+
+use dataset::shuffled;
+pub use dataset::Dataset;
+pub use mlp::{mlp, mlp_params};
 
 use crate::backend::{Backend, BackendStorage};
 use crate::context::Context;
@@ -15,102 +22,6 @@ use crate::grad::optim::{AdamW, Sgd};
 use crate::graph::Graph;
 use crate::tensor::TensorId;
 
-/// Feature rows and their classes.
-#[derive(Clone, Debug)]
-pub struct Dataset {
-    features: Vec<f32>,
-    n_features: usize,
-    labels: Vec<usize>,
-    n_classes: usize,
-}
-
-impl Dataset {
-    /// `features` holds `labels.len()` rows of `n_features` values; every
-    /// label is below `n_classes`.
-    pub fn new(features: Vec<f32>, n_features: usize, labels: Vec<usize>, n_classes: usize) -> Result<Dataset> {
-        if n_features == 0 || n_classes < 2 || features.len() != labels.len() * n_features {
-            return Err(Error::Invalid(format!(
-                "dataset: {} values for {} rows of {n_features} features, {n_classes} classes",
-                features.len(),
-                labels.len()
-            )));
-        }
-        if let Some(bad) = labels.iter().find(|&&l| l >= n_classes) {
-            return Err(Error::Invalid(format!("dataset: label {bad} of {n_classes} classes")));
-        }
-        Ok(Dataset { features, n_features, labels, n_classes })
-    }
-    /// A dataset from CSV text: one row per line, its features then its
-    /// class (an integer) last, each feature multiplied by `scale`. Blank
-    /// lines are skipped; anything else that does not parse is an error
-    /// naming the line.
-    pub fn from_csv(text: &str, n_classes: usize, scale: f32) -> Result<Dataset> {
-        let (mut features, mut labels, mut n_features) = (Vec::new(), Vec::new(), None);
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let bad = || Error::Invalid(format!("csv line {}: {:.60}", i + 1, line));
-            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-            let (label, row) = cells.split_last().ok_or_else(bad)?;
-            if *n_features.get_or_insert(row.len()) != row.len() {
-                return Err(bad());
-            }
-            for c in row {
-                features.push(c.parse::<f32>().map_err(|_| bad())? * scale);
-            }
-            labels.push(label.parse::<usize>().map_err(|_| bad())?);
-        }
-        Dataset::new(features, n_features.unwrap_or(0), labels, n_classes)
-    }
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.labels.len()
-    }
-    /// True without rows.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-    }
-    /// The rows `0..at` and `at..`.
-    pub fn split(&self, at: usize) -> (Dataset, Dataset) {
-        let at = at.min(self.len());
-        let part = |r: std::ops::Range<usize>| Dataset {
-            features: self.features[r.start * self.n_features..r.end * self.n_features].to_vec(),
-            n_features: self.n_features,
-            labels: self.labels[r].to_vec(),
-            n_classes: self.n_classes,
-        };
-        (part(0..at), part(at..self.len()))
-    }
-    /// A fixed split: every `k`-th row (rows `k-1, 2k-1, …`) in the second
-    /// part, the others in the first (`k = 5`: 80 / 20, each part drawn from
-    /// the whole file).
-    pub fn split_every(&self, k: usize) -> (Dataset, Dataset) {
-        let k = k.max(1);
-        let pick = |second: bool| {
-            let rows: Vec<usize> = (0..self.len()).filter(|r| (r % k == k - 1) == second).collect();
-            Dataset {
-                features: rows
-                    .iter()
-                    .flat_map(|&r| self.features[r * self.n_features..(r + 1) * self.n_features].to_vec())
-                    .collect(),
-                n_features: self.n_features,
-                labels: rows.iter().map(|&r| self.labels[r]).collect(),
-                n_classes: self.n_classes,
-            }
-        };
-        (pick(false), pick(true))
-    }
-    /// The features and one-hot labels of `rows`, padded with zero rows to `batch`.
-    fn batch(&self, rows: &[usize], batch: usize) -> (Vec<f32>, Vec<f32>) {
-        let mut x = vec![0f32; batch * self.n_features];
-        let mut y = vec![0f32; batch * self.n_classes];
-        for (i, &r) in rows.iter().enumerate() {
-            x[i * self.n_features..(i + 1) * self.n_features]
-                .copy_from_slice(&self.features[r * self.n_features..(r + 1) * self.n_features]);
-            y[i * self.n_classes + self.labels[r]] = 1.0;
-        }
-        (x, y)
-    }
-}
-
 /// The optimizer of a [`Trainer`].
 #[derive(Clone, Copy, Debug)]
 pub enum Optimizer {
@@ -118,6 +29,45 @@ pub enum Optimizer {
     Sgd(Sgd),
     /// AdamW (PyTorch's update).
     AdamW(AdamW),
+}
+
+/// What a [`Trainer`] trains: the classifier's sizes, the minibatch, the
+/// optimizer and how many minibatches' gradients each step averages.
+#[derive(Clone, Copy, Debug)]
+pub struct TrainConfig {
+    /// Features per row (the model's input width).
+    pub n_features: usize,
+    /// Classes (the model's logits per row).
+    pub n_classes: usize,
+    /// Rows per minibatch.
+    pub batch: usize,
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// Gradient accumulation: one optimizer step per this many minibatches,
+    /// with the mean of their gradients (1: a step per minibatch).
+    pub accumulate: usize,
+}
+
+impl TrainConfig {
+    /// A step per minibatch of `batch` rows.
+    pub fn new(n_features: usize, n_classes: usize, batch: usize, optimizer: Optimizer) -> TrainConfig {
+        TrainConfig { n_features, n_classes, batch, optimizer, accumulate: 1 }
+    }
+    /// One optimizer step per `k` minibatches, on their mean gradient.
+    pub fn accumulate(self, k: usize) -> TrainConfig {
+        TrainConfig { accumulate: k, ..self }
+    }
+}
+
+/// The hyperparameters that make `o`'s step the identity (a minibatch whose
+/// gradient is only added to the sums): SGD with no decay and no rate; AdamW
+/// with moments decayed by 1 and fed 0, no weight decay and no rate. Exact
+/// for finite gradients.
+fn hold(o: Optimizer) -> Vec<f32> {
+    match o {
+        Optimizer::Sgd(_) => vec![1.0, 0.0],
+        Optimizer::AdamW(a) => vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, a.eps],
+    }
 }
 
 /// Loss and accuracy over a pass of a dataset.
@@ -147,6 +97,12 @@ pub struct Trainer<B: Backend> {
     eval_logits: TensorId,
     hyper: TensorId,
     optimizer: Optimizer,
+    accumulate: usize,
+    /// With accumulation: a one-value input, 0 on a cycle's first minibatch
+    /// (the sums start over), 1 on the others.
+    keep: Option<TensorId>,
+    /// Minibatches run, and optimizer steps taken.
+    micro: u64,
     step: u64,
     train: Graph,
     eval: Graph,
@@ -157,17 +113,17 @@ pub struct Trainer<B: Backend> {
 impl<B: Backend> Trainer<B> {
     /// A trainer for the model `model(ctx, input, params) -> logits` (logits
     /// `[n_classes, batch]` for an input `[n_features, batch]`) with F32
-    /// parameters of the given shapes and initial values, minibatches of
-    /// `batch` rows and the cross-entropy loss.
+    /// parameters of the given shapes and initial values and the
+    /// cross-entropy loss, as `config` says.
     pub fn new(
         backend: B,
-        (n_features, n_classes, batch): (usize, usize, usize),
+        config: TrainConfig,
         init: &[(Vec<i64>, Vec<f32>)],
         model: impl Fn(&Context, TensorId, &[TensorId]) -> Result<TensorId>,
-        optimizer: Optimizer,
     ) -> Result<Trainer<B>> {
-        if batch == 0 {
-            return Err(Error::Invalid("trainer: a batch of 0 rows".into()));
+        let TrainConfig { n_features, n_classes, batch, optimizer, accumulate } = config;
+        if batch == 0 || accumulate == 0 {
+            return Err(Error::Invalid(format!("trainer: batches of {batch} rows, a step per {accumulate} of them")));
         }
         // the context holds the inputs' data (set before each compute) and the
         // parameters' initial values; the storage keeps its own copy of what
@@ -192,10 +148,29 @@ impl<B: Backend> Trainer<B> {
         let hyper = ctx.new_tensor(DType::F32, &[n_hyper])?;
         ctx.set_input(hyper)?;
         let mut steps = vec![loss, logits];
+        // with accumulation one graph serves every minibatch: the sums restart
+        // through `keep`, and between steps the optimizer's hyperparameters
+        // make its update the identity (`hold`)
+        let keep = if accumulate > 1 {
+            let k = ctx.new_tensor(DType::F32, &[1])?;
+            ctx.set_input(k)?;
+            Some(k)
+        } else {
+            None
+        };
         for &p in &params {
             let g = grads
                 .get(p)
                 .ok_or_else(|| Error::Invalid(format!("trainer: the loss does not depend on {}", ctx.label(p))))?;
+            // with accumulation, the step reads the mean of the gradients added up since the last
+            let g = match keep {
+                None => g,
+                Some(keep) => {
+                    let acc = ctx.new_tensor(DType::F32, &ctx.layout(p)?.ne)?;
+                    let summed = ctx.add_inplace(ctx.mul_inplace(acc, keep)?, g)?;
+                    ctx.scale(summed, 1.0 / accumulate as f32)?
+                }
+            };
             steps.push(match optimizer {
                 Optimizer::Sgd(_) => ctx.opt_step_sgd(p, g, hyper)?,
                 Optimizer::AdamW(_) => {
@@ -236,6 +211,9 @@ impl<B: Backend> Trainer<B> {
             eval_logits,
             hyper,
             optimizer,
+            accumulate,
+            keep,
+            micro: 0,
             step,
             train,
             eval,
@@ -245,20 +223,31 @@ impl<B: Backend> Trainer<B> {
     }
 
     /// One epoch: the rows in an order shuffled by `seed`, one optimizer step
-    /// per full minibatch (a last partial one is left out, as ggml-opt does).
+    /// per full minibatch, or per `accumulate` of them (a last partial
+    /// minibatch is left out, as ggml-opt does; gradients added up at the end
+    /// of an epoch carry into the next).
     pub fn train_epoch(&mut self, data: &Dataset, seed: u64) -> Result<Metrics> {
         self.check(data)?;
         let start = Instant::now();
         let order = shuffled(data.len(), seed);
         let (mut loss, mut correct, mut rows) = (0.0, 0usize, 0usize);
         for chunk in order.chunks_exact(self.batch) {
-            self.step += 1;
-            let hyper: Vec<f32> = match self.optimizer {
-                Optimizer::Sgd(s) => s.hyper().to_vec(),
-                Optimizer::AdamW(a) => a.hyper(self.step).to_vec(),
+            let cycle = self.micro % self.accumulate as u64;
+            self.micro += 1;
+            let stepping = cycle + 1 == self.accumulate as u64;
+            if stepping {
+                self.step += 1;
+            }
+            let hyper: Vec<f32> = match (self.optimizer, stepping) {
+                (Optimizer::Sgd(s), true) => s.hyper().to_vec(),
+                (Optimizer::AdamW(a), true) => a.hyper(self.step).to_vec(),
+                (o, false) => hold(o),
             };
-            let (x, y) = data.batch(chunk, self.batch);
             self.ctx.set_data(self.hyper, &hyper)?;
+            if let Some(keep) = self.keep {
+                self.ctx.set_data(keep, &[f32::from(u8::from(cycle > 0))])?;
+            }
+            let (x, y) = data.batch(chunk, self.batch);
             self.ctx.set_data(self.input, &x)?;
             self.ctx.set_data(self.labels, &y)?;
             self.backend.compute(&self.ctx, &self.train, &mut self.train_st)?;
@@ -330,53 +319,4 @@ impl<B: Backend> Trainer<B> {
         }
         Ok(())
     }
-}
-
-/// The parameters of a multilayer perceptron with layer widths `sizes`
-/// (inputs first, classes last): per layer a weight `[n_in, n_out]` uniform in
-/// ±sqrt(6 / n_in) (He's uniform, for the ReLUs) and a zero bias `[n_out, 1]`,
-/// from a generator seeded with `seed`.
-pub fn mlp_params(sizes: &[usize], seed: u64) -> Vec<(Vec<i64>, Vec<f32>)> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut uniform = move || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    };
-    let mut out = Vec::new();
-    for w in sizes.windows(2) {
-        let bound = (6.0 / w[0] as f32).sqrt();
-        out.push((vec![w[0] as i64, w[1] as i64], (0..w[0] * w[1]).map(|_| uniform() * bound).collect()));
-        out.push((vec![w[1] as i64, 1], vec![0.0; w[1]]));
-    }
-    out
-}
-
-/// The perceptron of [`mlp_params`] on `input` (`[n_in, batch]`): per layer
-/// `W·x + b`, a ReLU between layers; returns the logits.
-pub fn mlp(ctx: &Context, input: TensorId, params: &[TensorId]) -> Result<TensorId> {
-    let mut x = input;
-    for (i, layer) in params.chunks(2).enumerate() {
-        let [w, b] = layer else { return Err(Error::Invalid("mlp: parameters come in (weight, bias) pairs".into())) };
-        x = ctx.add(ctx.mul_mat(*w, x)?, *b)?;
-        if i + 1 < params.len() / 2 {
-            x = ctx.relu(x)?;
-        }
-    }
-    Ok(x)
-}
-
-/// `0..n` in an order given by `seed` (Fisher–Yates over xorshift64*).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for i in (1..n).rev() {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        let j = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
 }
