@@ -4,7 +4,7 @@
 // theta_k = pos * theta_scale^k by repeated multiplication (as ggml), not powf.
 // Compiled with prelude.cuh prepended.
 
-// Mirrors `KRope` in src/backend/cuda/kernels.rs (#[repr(C)], 32 bytes).
+// Mirrors `KRope` in src/backend/cuda/kernels.rs (#[repr(C)], 36 bytes).
 struct RgRope {
     int n_dims;
     int neox;
@@ -14,6 +14,7 @@ struct RgRope {
     float attn_factor;
     float corr0;
     float corr1;
+    int pos_sign;  // -1: rope_back (the angles of the negated positions)
 };
 
 __device__ __forceinline__ float rg_yarn_ramp(float low, float high, int i0) {
@@ -34,7 +35,7 @@ extern "C" __global__ void rg_rope(RgRope p, char* dst, RgT d, const char* a, Rg
     char* y = dst + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
     int half = p.n_dims / 2;
     if (threadIdx.x == 0) {
-        float theta = (float)(*(const int*)(pos + i2 * tp.nb[0]));
+        float theta = (float)(p.pos_sign * *(const int*)(pos + i2 * tp.nb[0]));
         for (int k = 0; k < half; k++) {
             rg_theta[k] = theta;
             theta *= p.theta_scale;

@@ -389,6 +389,18 @@ pub enum BackOp {
         /// The I32 row numbers `get_rows` read.
         index: TensorId,
     },
+    /// The gradient of `rope_ext` given `g`: each pair rotated back by its
+    /// angle (ggml's `rope_back`).
+    RopeBack {
+        /// The gradient of the rotated tensor.
+        g: TensorId,
+        /// The forward op's I32 positions.
+        pos: TensorId,
+        /// The forward op's frequency factors.
+        freq: Option<TensorId>,
+        /// The forward op's parameters.
+        p: RopeParams,
+    },
     /// `g` written into a zero tensor at the places a view took its elements
     /// from: the gradient of a view's source. The result is packed F32 (the
     /// source's shape); element `i` of `g` goes to byte `offset + Σ i_k·nb[k]`
@@ -422,6 +434,7 @@ impl BackOp {
             BackOp::GetRowsBack { .. } => "get_rows_back",
             BackOp::RmsNormBack { .. } => "rms_norm_back",
             BackOp::ViewBack { .. } => "view_back",
+            BackOp::RopeBack { .. } => "rope_back",
         }
     }
     /// The operands in source order.
@@ -430,6 +443,7 @@ impl BackOp {
             BackOp::RepeatBack { a } | BackOp::ViewBack { g: a, .. } => vec![a],
             BackOp::UnaryBack { x, g, .. } | BackOp::RmsNormBack { x, g, .. } => vec![x, g],
             BackOp::GetRowsBack { g, index } => vec![g, index],
+            BackOp::RopeBack { g, pos, freq, .. } => [g, pos].into_iter().chain(freq).collect(),
         }
     }
 }
@@ -642,7 +656,9 @@ impl Op {
             Op::CrossEntropyLoss { logits, .. } => 4 * layout(logits)?.nelements() as u64,
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
-            Op::Rope { p, .. } => 6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2),
+            Op::Rope { p, .. } | Op::Back(BackOp::RopeBack { p, .. }) => {
+                6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2)
+            }
             // a score and a weighted value row per query row, head and key
             Op::FlashAttn { k, .. } => {
                 let k = layout(k)?;

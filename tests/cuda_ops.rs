@@ -588,6 +588,17 @@ fn gradient_ops_and_a_backward_graph() {
             ctx.rms_norm_back(xt, g, 1e-6).unwrap(),
             ctx.view_back(half, [37, 5, 1, 1], [4, nb1, 0, 0], 8).unwrap(),
         ]);
+        // rope's gradient, normal and NeoX, with frequency factors
+        let pos = ctx.new_tensor_1d(DType::I32, 2).unwrap();
+        ctx.set_data(pos, &[5i32, 17]).unwrap();
+        let ff = leaf(ctx, &mut rng, &[18, 1, 1, 1], 0.5);
+        let one_and_a_half = ctx.new_f32(&[1], &[1.5]).unwrap();
+        let ff = ctx.add(ff, one_and_a_half).unwrap();
+        for mode in [RopeParams::NORMAL, RopeParams::NEOX] {
+            let p = RopeParams::new(36, mode);
+            outs.push(ctx.rope_back(x, pos, None, p).unwrap());
+            outs.push(ctx.rope_back(xt, pos, Some(ff), p).unwrap());
+        }
         outs
     });
     // a whole backward graph: an MLP's cross-entropy gradients and an AdamW step

@@ -364,3 +364,42 @@ fn views_and_shape_ops() {
         },
     });
 }
+
+const POSITIONS: [i32; 4] = [0, 3, 7, 11];
+
+/// ggml's rope of `x` (`[8, 3, 4]`: head dim 8, 3 heads, 4 tokens) in f64, the
+/// first `n_dims` values of each row rotated, pairs adjacent or NeoX's halves.
+fn rope_f64(x: &T, n_dims: usize, neox: bool) -> T {
+    let mut y = x.clone();
+    for (t, &pos) in POSITIONS.iter().enumerate().take(x.ne[2]) {
+        for h in 0..x.ne[1] {
+            for k in 0..n_dims / 2 {
+                let theta = pos as f64 * 10000f64.powf(-2.0 * k as f64 / n_dims as f64);
+                let (j0, j1) = if neox { (k, k + n_dims / 2) } else { (2 * k, 2 * k + 1) };
+                let (x0, x1) = (x.at([j0, h, t, 0]), x.at([j1, h, t, 0]));
+                let base = x.ne[0] * (h + x.ne[1] * t);
+                y.v[base + j0] = x0 * theta.cos() - x1 * theta.sin();
+                y.v[base + j1] = x0 * theta.sin() + x1 * theta.cos();
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn rope_normal_and_neox() {
+    check(&Case {
+        name: "rope (normal and NeoX, 6 of 8 values rotated)",
+        params: vec![p([8, 3, 4, 1]), p([8, 3, 4, 1])],
+        graph: |c, p| {
+            let pos = c.new_tensor_1d(rgml::DType::I32, 4).unwrap();
+            c.set_data(pos, &POSITIONS).unwrap();
+            let terms: Vec<TensorId> = [rgml::RopeParams::NORMAL, rgml::RopeParams::NEOX]
+                .into_iter()
+                .map(|mode| dot(c, c.rope_with(p[0], pos, None, rgml::RopeParams::new(6, mode)).unwrap(), p[1]))
+                .collect();
+            add_all(c, &terms)
+        },
+        f64_loss: |v| rope_f64(&v[0], 6, false).dot(&v[1]) + rope_f64(&v[0], 6, true).dot(&v[1]),
+    });
+}

@@ -140,10 +140,12 @@ pub(crate) trait Kernels {
     fn soft_max(&mut self, p: SoftMax, dst: Self::Dst, a: Self::Src, mask: Option<Self::Src>) -> Result<()>;
     /// Elements past the causal diagonal set to `-inf`.
     fn diag_mask_inf(&mut self, n_past: i32, dst: Self::Dst, a: Self::Src) -> Result<()>;
-    /// Rotary embedding at `pos`, with optional frequency factors.
+    /// Rotary embedding at `pos`, with optional frequency factors; `back`:
+    /// rotated the other way (the gradient, `rope_back`).
     fn rope(
         &mut self,
         p: &RopeParams,
+        back: bool,
         dst: Self::Dst,
         a: Self::Src,
         pos: Self::Src,
@@ -396,7 +398,8 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::Norm { a, eps } => k.norm(eps, dst, src(a)?),
         Op::SoftMax { a, mask, scale, max_bias } => k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, opt(mask)?),
         Op::DiagMaskInf { a, n_past } => k.diag_mask_inf(n_past, dst, src(a)?),
-        Op::Rope { a, pos, freq, ref p } => k.rope(p, dst, src(a)?, src(pos)?, opt(freq)?),
+        Op::Rope { a, pos, freq, ref p } => k.rope(p, false, dst, src(a)?, src(pos)?, opt(freq)?),
+        Op::Back(BackOp::RopeBack { g, pos, freq, ref p }) => k.rope(p, true, dst, src(g)?, src(pos)?, opt(freq)?),
         Op::Concat { a, b, dim } => k.concat(dim, dst, src(a)?, src(b)?),
         Op::Repeat { a } => k.repeat(dst, src(a)?),
         Op::FlashAttn { q, k: keys, v, mask, scale, max_bias } => {

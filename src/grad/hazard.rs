@@ -80,6 +80,7 @@ fn saved_values(ctx: &Context, n: &Node) -> Result<Vec<TensorId>> {
         Op::Unary { op: UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr, .. } => vec![src(0)],
         Op::Unary { op: UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Exp, .. } | Op::SoftMax { .. } => vec![y],
         Op::GetRows { .. } => vec![src(1)],
+        Op::Rope { .. } => n.operands[1..].to_vec(),
         Op::RmsNorm { w, .. } => {
             if w.is_some() {
                 vec![src(0), src(1)]

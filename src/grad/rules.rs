@@ -137,6 +137,10 @@ pub(crate) fn operand_grads(
             // d/dlogits = (softmax(logits) − labels) · g / rows
             put(0, &|| ctx.mul(ctx.scale(ctx.sub(ctx.soft_max(logits)?, labels)?, 1.0 / rows)?, g))?
         }
+        Op::Rope { p, freq, .. } => {
+            let freq = freq.map(|_| src(2));
+            put(0, &|| ctx.rope_back(g, src(1), freq, p))?
+        }
         Op::Concat { dim, .. } => {
             let (la, lg) = (ctx.layout(src(0))?, ctx.layout(g)?);
             let nb = [lg.nb[1], lg.nb[2], lg.nb[3]];
@@ -150,7 +154,6 @@ pub(crate) fn operand_grads(
         | Op::SetRows { .. }
         | Op::Norm { .. }
         | Op::DiagMaskInf { .. }
-        | Op::Rope { .. }
         | Op::FlashAttn { .. }
         | Op::Back(_) => return Err(no_rule(ctx, node.id, "no gradient rule yet")),
     }

@@ -4,6 +4,7 @@
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::tensor::{Op, RopeParams, TensorId};
 
 impl Context {
@@ -73,6 +74,29 @@ impl Context {
         freq_factors: Option<TensorId>,
         p: RopeParams,
     ) -> Result<TensorId> {
+        let la = self.check_rope(a, pos, freq_factors, &p)?;
+        self.new_result(Op::Rope { a, pos, freq: freq_factors, p }, la.dtype, la.ne)
+    }
+
+    /// The gradient of [`Context::rope_with`]`(a, pos, freq_factors, p)`
+    /// given `g`, the gradient of its output (F32): every pair rotated back by
+    /// its angle (the rotation's transpose, the same magnitude).
+    pub fn rope_back(
+        &self,
+        g: TensorId,
+        pos: TensorId,
+        freq_factors: Option<TensorId>,
+        p: RopeParams,
+    ) -> Result<TensorId> {
+        let lg = self.check_rope(g, pos, freq_factors, &p)?;
+        if lg.dtype != DType::F32 {
+            return Err(Error::Unsupported { op: "rope_back", dtype: lg.dtype });
+        }
+        self.new_result(Op::Back(crate::op::BackOp::RopeBack { g, pos, freq: freq_factors, p }), DType::F32, lg.ne)
+    }
+
+    /// `a`'s layout, after the checks [`Context::rope_with`] documents.
+    fn check_rope(&self, a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, p: &RopeParams) -> Result<Layout> {
         let la = self.require_float("rope", a)?;
         let lp = self.layout(pos)?;
         if p.mode != RopeParams::NORMAL && p.mode != RopeParams::NEOX {
@@ -112,6 +136,6 @@ impl Context {
                 ));
             }
         }
-        self.new_result(Op::Rope { a, pos, freq: freq_factors, p }, la.dtype, la.ne)
+        Ok(la)
     }
 }

@@ -127,8 +127,16 @@ impl Kernels for CpuKernels<'_> {
     fn diag_mask_inf(&mut self, n_past: i32, dst: StridedMut, a: Strided) -> Result<()> {
         softmax::diag_mask_inf(&self.ex, n_past, dst, a)
     }
-    fn rope(&mut self, p: &RopeParams, dst: StridedMut, a: Strided, pos: Strided, freq: Option<Strided>) -> Result<()> {
-        rope::rope(&self.ex, p, dst, a, pos, freq)
+    fn rope(
+        &mut self,
+        p: &RopeParams,
+        back: bool,
+        dst: StridedMut,
+        a: Strided,
+        pos: Strided,
+        freq: Option<Strided>,
+    ) -> Result<()> {
+        rope::rope(&self.ex, p, back, dst, a, pos, freq)
     }
     fn concat(&mut self, dim: usize, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
         shape::concat(&self.ex, dim, dst, a, b)

@@ -51,10 +51,13 @@ fn yarn(theta_extrap: f32, p: &RopeParams, corr: [f32; 2], i0: i32) -> (f32, f32
 }
 
 /// Rotates the first `p.n_dims` values of every row of `a` by the angles of
-/// its token's position (`pos[i2]`); the rest pass through.
+/// its token's position (`pos[i2]`), or with `back` by the opposite angles
+/// (the angles are linear in the position: those of `-pos[i2]`, exactly); the
+/// rest pass through.
 pub(crate) fn rope(
     ex: &Exec,
     p: &RopeParams,
+    back: bool,
     dst: StridedMut,
     a: Strided,
     pos: Strided,
@@ -72,8 +75,10 @@ pub(crate) fn rope(
     }
     // SAFETY (both reads): pos holds a.ne2 I32 values at stride nb0 and the
     // factors at least n_dims/2 F32 values (checked when the op was built).
-    let positions: Vec<i32> =
-        (0..pos.l.ne[0] as usize).map(|i| unsafe { pos.ptr().add(i * pos.l.nb[0]).cast::<i32>().read() }).collect();
+    let positions: Vec<i32> = (0..pos.l.ne[0] as usize)
+        .map(|i| unsafe { pos.ptr().add(i * pos.l.nb[0]).cast::<i32>().read() })
+        .map(|x| if back { x.wrapping_neg() } else { x })
+        .collect();
     let factors: Option<Vec<f32>> =
         freq_factors.map(|f| (0..half).map(|i| unsafe { f.ptr().add(i * f.l.nb[0]).cast::<f32>().read() }).collect());
     let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);

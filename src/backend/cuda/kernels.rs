@@ -226,6 +226,8 @@ pub struct KRope {
     pub corr0: f32,
     /// YaRN correction dims, high.
     pub corr1: f32,
+    /// 1, or -1 for `rope_back` (the angles of the negated positions).
+    pub pos_sign: i32,
 }
 
 impl KRope {
@@ -247,7 +249,12 @@ impl KRope {
             attn_factor: p.attn_factor,
             corr0: if 0.0 > start { 0.0 } else { start },
             corr1: if top < end { top } else { end },
+            pos_sign: 1,
         }
+    }
+    /// These parameters rotating the other way when `back` (`rope_back`).
+    pub fn back(self, back: bool) -> KRope {
+        KRope { pos_sign: if back { -1 } else { 1 }, ..self }
     }
 }
 
@@ -271,7 +278,7 @@ mod tests {
     #[test]
     fn struct_sizes_match_the_prelude() {
         assert_eq!(std::mem::size_of::<KTensor>(), 72);
-        assert_eq!(std::mem::size_of::<KRope>(), 32);
+        assert_eq!(std::mem::size_of::<KRope>(), 36);
     }
 
     #[test]

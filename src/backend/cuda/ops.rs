@@ -164,8 +164,16 @@ pub(crate) fn repeat(dev: &Device, dst: BoundMut, a: Bound) -> Result<()> {
     Ok(())
 }
 
-/// Rotary embedding of `a` at `pos`, with optional frequency factors.
-pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: BoundMut, a: Bound, pos: Bound, ff: Option<Bound>) -> Result<()> {
+/// Rotary embedding of `a` at `pos` (`back`: rotated the other way), with optional frequency factors.
+pub(crate) fn rope(
+    dev: &Device,
+    p: &RopeParams,
+    back: bool,
+    dst: BoundMut,
+    a: Bound,
+    pos: Bound,
+    ff: Option<Bound>,
+) -> Result<()> {
     let n_dims = i64::from(p.n_dims);
     if n_dims < 2 || n_dims % 2 != 0 || n_dims > a.l.ne[0] || pos.l.nelements() != a.l.ne[2] {
         return Err(Error::internal(format!("rope n_dims={} for ne={:?}", p.n_dims, a.l.ne)));
@@ -179,7 +187,7 @@ pub(crate) fn rope(dev: &Device, p: &RopeParams, dst: BoundMut, a: Bound, pos: B
     };
     let shared = (n_dims / 2 * 4) as u32;
     launch!(dev, "rope", "rg_rope", per_row(a.l.nrows(), shared)?;
-        KRope::of(p), dst.ptr, dst.p("rope")?, a.ptr, a.p("rope")?, pos.ptr, pos.p("rope")?, fp, fk,
+        KRope::of(p).back(back), dst.ptr, dst.p("rope")?, a.ptr, a.p("rope")?, pos.ptr, pos.p("rope")?, fp, fk,
         i32::from(ff.is_some()));
     Ok(())
 }

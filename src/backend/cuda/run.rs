@@ -104,8 +104,16 @@ impl Kernels for CudaKernels<'_> {
     fn diag_mask_inf(&mut self, n_past: i32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::diag_mask_inf(self.dev, n_past, dst, a)
     }
-    fn rope(&mut self, p: &RopeParams, dst: BoundMut, a: Bound, pos: Bound, freq: Option<Bound>) -> Result<()> {
-        ops::rope(self.dev, p, dst, a, pos, freq)
+    fn rope(
+        &mut self,
+        p: &RopeParams,
+        back: bool,
+        dst: BoundMut,
+        a: Bound,
+        pos: Bound,
+        freq: Option<Bound>,
+    ) -> Result<()> {
+        ops::rope(self.dev, p, back, dst, a, pos, freq)
     }
     fn concat(&mut self, dim: usize, dst: BoundMut, a: Bound, b: Bound) -> Result<()> {
         ops::concat(self.dev, dim, dst, a, b)
