@@ -11,19 +11,9 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/perplexity")
 }
 
-fn model(file: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/models").join(file);
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("RGML_REQUIRE_MODELS").is_none(),
-        "RGML_REQUIRE_MODELS is set but {} is missing",
-        p.display()
-    );
-    eprintln!("SKIP: {} not found (.ci/run downloads it)", p.display());
-    None
-}
+#[path = "common/models.rs"]
+mod models;
+use models::model_path as model;
 
 fn rgml_perplexity(model: &Path, text: &Path, ctx: usize) -> (String, String, bool) {
     let out = Command::new(env!("CARGO_BIN_EXE_rgml"))

@@ -15,26 +15,16 @@ use rgml_models::model::kv::KvType;
 use rgml_models::model::{LoadOptions, Model};
 use serde_json::Value;
 
+#[path = "common/models.rs"]
+mod models;
+use models::model_path;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/real_models")
 }
 
 fn index() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixtures().join("index.json")).unwrap()).unwrap()
-}
-
-fn model_path(file: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/models").join(file);
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("RGML_REQUIRE_MODELS").is_none(),
-        "RGML_REQUIRE_MODELS is set but {} is missing",
-        p.display()
-    );
-    eprintln!("SKIP: {} not found (.ci/run downloads it)", p.display());
-    None
 }
 
 /// One position of the fixture: ids, llama.cpp's log-probs with each KV type, and the
