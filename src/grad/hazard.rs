@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use super::versions::{Node, Versions};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::tensor::TensorId;
 
 /// Errors with [`Error::InPlaceHazard`] on the first hazard of `nodes`.
@@ -42,7 +41,8 @@ pub(crate) fn check(
         }
     }
     for n in nodes.values() {
-        for saved in saved_values(ctx, n)? {
+        let t = ctx.tensor(n.id)?;
+        for saved in ctx.saved_for_backward(&crate::ops::GradNode { id: n.id, op: t.op(), x: &n.operands }) {
             // the node's own write counts for its operands, not for its output
             let counts = |w: &TensorId| w.index() > n.id.index() || (w.index() == n.id.index() && saved != n.id);
             let Some(w) = versions.writes_between(ctx, saved, usize::MAX)?.into_iter().find(counts) else {
@@ -67,29 +67,4 @@ pub(crate) fn check(
         }
     }
     Ok(())
-}
-
-/// The values the gradient rule of node `n` reads: operands (resolved) and
-/// the node's own output.
-fn saved_values(ctx: &Context, n: &Node) -> Result<Vec<TensorId>> {
-    let src = |slot: usize| n.operands[slot];
-    let y = n.id;
-    Ok(match ctx.tensor(n.id)?.op() {
-        Op::Binary { op: BinaryOp::Mul, .. } | Op::Glu { .. } | Op::MulMat { .. } => vec![src(0), src(1)],
-        Op::Binary { op: BinaryOp::Div, .. } => vec![src(1), y],
-        Op::Unary { op: UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr, .. } => vec![src(0)],
-        Op::Unary { op: UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Exp, .. } | Op::SoftMax { .. } => vec![y],
-        Op::GetRows { .. } => vec![src(1)],
-        Op::Rope { .. } => n.operands[1..].to_vec(),
-        Op::RmsNorm { w, .. } => {
-            if w.is_some() {
-                vec![src(0), src(1)]
-            } else {
-                vec![src(0)]
-            }
-        }
-        Op::CrossEntropyLoss { .. } => vec![src(0), src(1)],
-        // every other rule reads only the gradient and shapes
-        _ => vec![],
-    })
 }

@@ -12,7 +12,6 @@
 
 mod hazard;
 pub mod optim;
-mod rules;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -101,7 +100,12 @@ impl Context {
         for node in nodes.values().rev() {
             let Some(&g) = grads.get(&node.id) else { continue };
             let wants = |slot: usize| node.operands.get(slot).is_some_and(|o| on_path.contains(o));
-            for (slot, dg) in rules::operand_grads(self, node, g, &wants)? {
+            let t = self.tensor(node.id)?;
+            if t.op().is_leaf() {
+                continue;
+            }
+            let n = crate::ops::GradNode { id: node.id, op: t.op(), x: &node.operands };
+            for (slot, dg) in self.operand_grads(&n, g, &wants)? {
                 let operand = node.operands[slot];
                 let sum = match grads.get(&operand) {
                     Some(&prev) => self.add(prev, dg)?,

@@ -5,7 +5,7 @@ use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::tensor::{BackOp, Op, TensorId, UnaryOp};
+use crate::tensor::{BackOp, Op, RopeParams, TensorId, UnaryOp};
 
 impl Context {
     /// `a` summed into shape `ne`, which must tile `a` (every `a.ne[i]` a
@@ -79,6 +79,23 @@ impl Context {
             ));
         }
         self.new_result(Op::Back(BackOp::ViewBack { g, nb, offset }), DType::F32, ne)
+    }
+
+    /// The gradient of [`Context::rope_with`]`(a, pos, freq_factors, p)`
+    /// given `g`, the gradient of its output (F32): every pair rotated back by
+    /// its angle (the rotation's transpose, the same magnitude).
+    pub fn rope_back(
+        &self,
+        g: TensorId,
+        pos: TensorId,
+        freq_factors: Option<TensorId>,
+        p: RopeParams,
+    ) -> Result<TensorId> {
+        let lg = self.check_rope(g, pos, freq_factors, &p)?;
+        if lg.dtype != DType::F32 {
+            return Err(Error::Unsupported { op: "rope_back", dtype: lg.dtype });
+        }
+        self.new_result(Op::Back(BackOp::RopeBack { g, pos, freq: freq_factors, p }), DType::F32, lg.ne)
     }
 
     /// `id`'s layout, which must be F32.

@@ -1,6 +1,7 @@
 //! Copies: `cont`, `dup` (new contiguous tensors) and `cpy` (into an existing
 //! tensor, converting the type). These are the priced data movements.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::{Op, TensorId};
@@ -57,5 +58,17 @@ impl Context {
     /// way into a block type, dequantized on the way out, integers rounded).
     fn copyable(&self, _op: &'static str, a: TensorId) -> Result<crate::layout::Layout> {
         self.layout(a)
+    }
+}
+
+impl Context {
+    /// The gradient rules of the copies: the gradient passes to the source
+    /// (see [`Context::operand_grads`]).
+    pub(super) fn grad_copy(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        if !matches!(n.op, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. }) {
+            return Ok(false);
+        }
+        out.put(0, || Ok(g))?;
+        Ok(true)
     }
 }

@@ -2,6 +2,7 @@
 //! broadcast), `scale`, and the unary functions; each with an `_inplace` twin
 //! that writes into its first input and returns a view of it.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::{BinaryOp, Op, TensorId, UnaryOp};
@@ -107,4 +108,56 @@ unary_ops! {
     sqr, sqr_inplace, Sqr, "`a * a`.";
     sqrt, sqrt_inplace, Sqrt, "`sqrt(a)`.";
     exp, exp_inplace, Exp, "`exp(a)`.";
+}
+
+impl Context {
+    /// The gradient rules of the binary, scale and unary ops (see [`Context::operand_grads`]).
+    pub(super) fn grad_elementwise(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let y = n.id;
+        match n.op {
+            Op::Binary { op, .. } => {
+                let (a, b) = (n.x[0], n.x[1]);
+                match op {
+                    BinaryOp::Add => {
+                        out.put(0, || Ok(g))?;
+                        out.put(1, || self.sum_to(g, b))?
+                    }
+                    BinaryOp::Sub => {
+                        out.put(0, || Ok(g))?;
+                        out.put(1, || self.sum_to(self.neg(g)?, b))?
+                    }
+                    BinaryOp::Mul => {
+                        out.put(0, || self.mul(g, b))?;
+                        out.put(1, || self.sum_to(self.mul(g, a)?, b))?
+                    }
+                    BinaryOp::Div => {
+                        out.put(0, || self.div(g, b))?;
+                        out.put(1, || self.sum_to(self.neg(self.div(self.mul(g, y)?, b)?)?, b))?
+                    }
+                }
+            }
+            Op::Scale { s, .. } => out.put(0, || self.scale(g, s))?,
+            Op::Unary { op, .. } => out.put(0, || match op {
+                // relu' is 1 where the output is positive: read the output, so relu_inplace keeps a gradient
+                UnaryOp::Relu => self.unary_back(op, y, g),
+                UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr => self.unary_back(op, n.x[0], g),
+                UnaryOp::Neg => self.neg(g),
+                UnaryOp::Sqrt => self.div(self.scale(g, 0.5)?, y),
+                UnaryOp::Exp => self.mul(g, y),
+            })?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// What the rules above read besides the gradient (see [`Context::saved_for_backward`]).
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    Some(match n.op {
+        Op::Binary { op: BinaryOp::Mul, .. } => n.x.to_vec(),
+        Op::Binary { op: BinaryOp::Div, .. } => vec![n.x[1], n.id],
+        Op::Unary { op: UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr, .. } => vec![n.x[0]],
+        Op::Unary { op: UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Exp, .. } => vec![n.id],
+        _ => return None,
+    })
 }

@@ -1,10 +1,12 @@
 //! Gated linear units (ggml's `glu` ops): `f(a) * b` elementwise, the gated
 //! FFN of Llama-style (`swiglu`) and Gemma (`geglu`) models, in one kernel.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::op::{GluOp, Op};
 use crate::tensor::TensorId;
+use crate::tensor::UnaryOp;
 
 impl Context {
     /// ggml's `glu_split`: `f(a) * b` for `f` = [`GluOp`]'s function. `a` and
@@ -58,4 +60,24 @@ impl Context {
     pub fn geglu(&self, a: TensorId) -> Result<TensorId> {
         self.glu(GluOp::Geglu, a, false)
     }
+}
+
+impl Context {
+    /// The gradient rule of the gated linear units (see [`Context::operand_grads`]).
+    pub(super) fn grad_glu(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::Glu { op, .. } = n.op else { return Ok(false) };
+        let (a, b) = (n.x[0], n.x[1]);
+        let f = match op {
+            GluOp::Swiglu => UnaryOp::Silu,
+            GluOp::Geglu => UnaryOp::Gelu,
+        };
+        out.put(0, || self.unary_back(f, a, self.mul(g, b)?))?;
+        out.put(1, || self.mul(g, self.unary(f, a, false)?))?;
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: both inputs.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::Glu { .. }).then(|| n.x.to_vec())
 }

@@ -1,5 +1,6 @@
 //! `mul_mat`, ggml's matrix product.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -41,4 +42,22 @@ impl Context {
         }
         self.new_result(Op::MulMat { a, b }, DType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])
     }
+}
+
+impl Context {
+    /// The gradient rule of `mul_mat` (see [`Context::operand_grads`]): with
+    /// `out[m, n] = Σ_k a[k, m] b[k, n]`, `∂a[k, m] = Σ_n b[k, n] g[m, n]` and
+    /// `∂b[k, n] = Σ_m a[k, m] g[m, n]`, two products of transposed copies.
+    pub(super) fn grad_mul_mat(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::MulMat { .. } = n.op else { return Ok(false) };
+        let (a, b) = (n.x[0], n.x[1]);
+        out.put(0, || self.sum_to(self.mul_mat(self.cont(self.transpose(b)?)?, self.cont(self.transpose(g)?)?)?, a))?;
+        out.put(1, || self.mul_mat(self.cont(self.transpose(a)?)?, g))?;
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: both operands.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::MulMat { .. }).then(|| n.x.to_vec())
 }

@@ -1,5 +1,6 @@
 //! Row normalisations: `rms_norm` and `norm` (ggml semantics, any strides).
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -49,4 +50,26 @@ impl Context {
         }
         Ok(l)
     }
+}
+
+impl Context {
+    /// The gradient rule of `rms_norm`, with or without its weight (see [`Context::operand_grads`]).
+    pub(super) fn grad_norm(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::RmsNorm { eps, w, .. } = n.op else { return Ok(false) };
+        let a = n.x[0];
+        match w {
+            None => out.put(0, || self.rms_norm_back(a, g, eps))?,
+            Some(_) => {
+                let w = n.x[1];
+                out.put(0, || self.rms_norm_back(a, self.mul(g, w)?, eps))?;
+                out.put(1, || self.sum_to(self.mul(g, self.rms_norm(a, eps)?)?, w))?
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: the input and the weight.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::RmsNorm { .. }).then(|| n.x.to_vec())
 }

@@ -1,5 +1,6 @@
 //! Reductions.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -71,4 +72,33 @@ impl Context {
         let l = self.require_float("sum", a)?;
         self.new_result(Op::Sum { a }, l.dtype, [1, 1, 1, 1])
     }
+}
+
+impl Context {
+    /// The gradient rules of the reductions and the loss (see [`Context::operand_grads`]).
+    pub(super) fn grad_reduce(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let a = n.x[0];
+        match n.op {
+            Op::SumRows { .. } | Op::Sum { .. } => out.put(0, || self.repeat(g, a))?,
+            Op::Mean { .. } => {
+                let rows = self.layout(a)?.ne[0].max(1) as f32;
+                out.put(0, || self.scale(self.repeat(g, a)?, 1.0 / rows))?
+            }
+            Op::CrossEntropyLoss { .. } => {
+                if out.wants(1) {
+                    return Err(self.no_gradient(n.id, "labels that need a gradient"));
+                }
+                let rows = self.layout(a)?.nrows().max(1) as f32;
+                // d/dlogits = (softmax(logits) − labels) · g / rows
+                out.put(0, || self.mul(self.scale(self.sub(self.soft_max(a)?, n.x[1])?, 1.0 / rows)?, g))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// What the rules above read besides the gradient: the loss's logits and labels.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::CrossEntropyLoss { .. }).then(|| n.x.to_vec())
 }

@@ -1,6 +1,7 @@
 //! Rotary position embedding: ggml's `rope_ext` (normal and NeoX modes, YaRN,
 //! frequency factors) and the `rope` shorthand.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -78,25 +79,14 @@ impl Context {
         self.new_result(Op::Rope { a, pos, freq: freq_factors, p }, la.dtype, la.ne)
     }
 
-    /// The gradient of [`Context::rope_with`]`(a, pos, freq_factors, p)`
-    /// given `g`, the gradient of its output (F32): every pair rotated back by
-    /// its angle (the rotation's transpose, the same magnitude).
-    pub fn rope_back(
+    /// `a`'s layout, after the checks [`Context::rope_with`] documents.
+    pub(super) fn check_rope(
         &self,
-        g: TensorId,
+        a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,
-        p: RopeParams,
-    ) -> Result<TensorId> {
-        let lg = self.check_rope(g, pos, freq_factors, &p)?;
-        if lg.dtype != DType::F32 {
-            return Err(Error::Unsupported { op: "rope_back", dtype: lg.dtype });
-        }
-        self.new_result(Op::Back(crate::op::BackOp::RopeBack { g, pos, freq: freq_factors, p }), DType::F32, lg.ne)
-    }
-
-    /// `a`'s layout, after the checks [`Context::rope_with`] documents.
-    fn check_rope(&self, a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, p: &RopeParams) -> Result<Layout> {
+        p: &RopeParams,
+    ) -> Result<Layout> {
         let la = self.require_float("rope", a)?;
         let lp = self.layout(pos)?;
         if p.mode != RopeParams::NORMAL && p.mode != RopeParams::NEOX {
@@ -138,4 +128,19 @@ impl Context {
         }
         Ok(la)
     }
+}
+
+impl Context {
+    /// The gradient rule of `rope` (see [`Context::operand_grads`]).
+    pub(super) fn grad_rope(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::Rope { p, freq, .. } = n.op else { return Ok(false) };
+        let freq = freq.map(|_| n.x[2]);
+        out.put(0, || self.rope_back(g, n.x[1], freq, p))?;
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: the positions and factors.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::Rope { .. }).then(|| n.x[1..].to_vec())
 }

@@ -1,5 +1,6 @@
 //! Row gathers.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -70,4 +71,22 @@ impl Context {
         }
         self.in_place_result(Op::SetRows { dst: a, rows: b, index: idx }, a)
     }
+}
+
+impl Context {
+    /// The gradient rule of `get_rows` (see [`Context::operand_grads`]).
+    pub(super) fn grad_rows(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::GetRows { .. } = n.op else { return Ok(false) };
+        let table = self.layout(n.x[0])?;
+        if table.ne[2] != 1 || table.ne[3] != 1 {
+            return Err(self.no_gradient(n.id, "a table of more than two dims"));
+        }
+        out.put(0, || self.get_rows_back(self.packed(g)?, n.x[1], table.ne[1]))?;
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: the indices.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::GetRows { .. }).then(|| vec![n.x[1]])
 }

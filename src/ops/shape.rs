@@ -1,5 +1,6 @@
 //! Ops that rearrange values into a new contiguous tensor: `concat`, `repeat`.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::{Op, TensorId};
@@ -49,5 +50,24 @@ impl Context {
             ));
         }
         self.new_result(Op::Repeat { a }, la.dtype, lb.ne)
+    }
+}
+
+impl Context {
+    /// The gradient rules of `repeat` and `concat` (see [`Context::operand_grads`]).
+    pub(super) fn grad_shape(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        match n.op {
+            Op::Repeat { .. } => out.put(0, || self.repeat_back(g, self.layout(n.x[0])?.ne))?,
+            Op::Concat { dim, .. } => {
+                let (la, lg) = (self.layout(n.x[0])?, self.layout(g)?);
+                let nb = [lg.nb[1], lg.nb[2], lg.nb[3]];
+                let mut ne_b = lg.ne;
+                ne_b[dim] -= la.ne[dim];
+                out.put(0, || self.view_4d(g, la.ne, nb, 0))?;
+                out.put(1, || self.view_4d(g, ne_b, nb, la.ne[dim] as usize * lg.nb[dim]))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 }

@@ -1,5 +1,6 @@
 //! `soft_max_ext` (scale, broadcast mask, ALiBi) and `diag_mask_inf`.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -78,4 +79,29 @@ impl Context {
         }
         Ok(l)
     }
+}
+
+impl Context {
+    /// The gradient rule of `soft_max_ext` (see [`Context::operand_grads`]):
+    /// `dx = scale · y ⊙ (g − Σ_row g ⊙ y)`; the mask gets none.
+    pub(super) fn grad_softmax(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        let Op::SoftMax { scale, max_bias, .. } = n.op else { return Ok(false) };
+        if max_bias != 0.0 {
+            return Err(self.no_gradient(n.id, "ALiBi (max_bias != 0)"));
+        }
+        if out.wants(1) {
+            return Err(self.no_gradient(n.id, "a mask that needs a gradient"));
+        }
+        let y = n.id;
+        out.put(0, || {
+            let dot = self.sum_rows(self.mul(g, y)?)?;
+            self.scale(self.mul(y, self.sub(self.packed(g)?, dot)?)?, scale)
+        })?;
+        Ok(true)
+    }
+}
+
+/// What the rule above reads besides the gradient: the output.
+pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
+    matches!(n.op, Op::SoftMax { .. }).then(|| vec![n.id])
 }

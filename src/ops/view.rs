@@ -2,6 +2,7 @@
 //! new header over the source's storage; none moves a byte, and each is checked
 //! at build time so its byte extent lies inside the storage.
 
+use super::grad_node::{GradNode, Grads};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -215,4 +216,41 @@ fn mul(op: &'static str, nb: usize, ne: i64) -> Result<usize> {
         .ok()
         .and_then(|n| nb.checked_mul(n))
         .ok_or_else(|| Error::view(op, format!("stride {nb} × {ne} overflows")))
+}
+
+impl Context {
+    /// The gradient rules of the views (see [`Context::operand_grads`]).
+    pub(super) fn grad_view(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        match n.op {
+            Op::Reshape { .. } => out.put(0, || self.reshape(self.packed(g)?, &self.layout(n.x[0])?.ne))?,
+            Op::View { .. } => out.put(0, || self.view_grad(n.id, n.x[0], g))?,
+            Op::Transpose { .. } => out.put(0, || self.transpose(g))?,
+            Op::Permute { axes, .. } => {
+                let mut inverse = [0; 4];
+                for (i, &a) in axes.iter().enumerate() {
+                    inverse[a] = i;
+                }
+                out.put(0, || self.permute(g, inverse))?
+            }
+            Op::Expand { .. } => out.put(0, || self.repeat_back(g, self.layout(n.x[0])?.ne))?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The gradient of `src` through the view `view` of it.
+    fn view_grad(&self, view: TensorId, src: TensorId, g: TensorId) -> Result<TensorId> {
+        let (v, s) = (self.tensor(view)?, self.tensor(src)?);
+        let offset = v
+            .view_offs()
+            .checked_sub(s.view_offs())
+            .ok_or_else(|| self.no_gradient(view, "a view before its source"))?;
+        if v.layout().ne == s.layout().ne && offset == 0 && v.layout().same_places(s.layout()) {
+            return Ok(g);
+        }
+        if !s.layout().is_contiguous() {
+            return Err(self.no_gradient(view, "a view of a strided tensor"));
+        }
+        self.view_back(g, s.layout().ne, v.layout().nb, offset)
+    }
 }
