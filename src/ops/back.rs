@@ -26,7 +26,7 @@ impl Context {
     /// that of the tanh approximation (the forward's f16 rounding is not
     /// differentiated).
     pub fn unary_back(&self, op: UnaryOp, x: TensorId, g: TensorId) -> Result<TensorId> {
-        let lx = self.same_f32_shape("unary_back", x, g)?;
+        let lx = self.same_shape_of("unary_back", DType::F32, x, g)?;
         self.new_result(Op::Back(BackOp::UnaryBack { op, x, g }), DType::F32, lx.ne)
     }
 
@@ -53,7 +53,7 @@ impl Context {
     /// output: per row, `(g - y · mean(g · y)) / rms` with `y` the normed row
     /// and `rms = sqrt(mean(x²) + eps)` (ggml's `rms_norm_back`). F32, one shape.
     pub fn rms_norm_back(&self, x: TensorId, g: TensorId, eps: f32) -> Result<TensorId> {
-        let lx = self.same_f32_shape("rms_norm_back", x, g)?;
+        let lx = self.same_shape_of("rms_norm_back", DType::F32, x, g)?;
         if !(eps >= 0.0 && eps.is_finite()) {
             return Err(Error::Invalid(format!("rms_norm_back: eps {eps} is not a finite value >= 0")));
         }
@@ -106,14 +106,5 @@ impl Context {
         } else {
             Err(Error::Unsupported { op, dtype: l.dtype })
         }
-    }
-
-    /// The layout of `a`, F32 with `b`'s shape (also F32).
-    fn same_f32_shape(&self, op: &'static str, a: TensorId, b: TensorId) -> Result<Layout> {
-        let (la, lb) = (self.require_f32(op, a)?, self.require_f32(op, b)?);
-        if la.ne != lb.ne {
-            return Err(Error::shape(op, format!("{:?} against {:?}", la.ne, lb.ne)));
-        }
-        Ok(la)
     }
 }

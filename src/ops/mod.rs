@@ -114,6 +114,18 @@ impl Context {
         self.push(r)
     }
 
+    /// The layout of `a`, which must be of type `dtype` with `b`'s shape and type.
+    fn same_shape_of(&self, op: &'static str, dtype: DType, a: TensorId, b: TensorId) -> Result<Layout> {
+        let (la, lb) = (self.layout(a)?, self.layout(b)?);
+        if let Some(l) = [&la, &lb].into_iter().find(|l| l.dtype != dtype) {
+            return Err(Error::Unsupported { op, dtype: l.dtype });
+        }
+        if la.ne != lb.ne {
+            return Err(Error::shape(op, format!("{:?} against {:?}", la.ne, lb.ne)));
+        }
+        Ok(la)
+    }
+
     /// Errors unless `dtype` is F32, F16 or BF16.
     fn require_float(&self, op: &'static str, id: TensorId) -> Result<Layout> {
         let l = self.layout(id)?;

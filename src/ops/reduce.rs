@@ -37,15 +37,7 @@ impl Context {
     /// How many elements of the I32 tensors `a` and `b` (one shape, any
     /// layout) are equal (ggml's `count_equal`): result I64 `ne = [1, 1, 1, 1]`.
     pub fn count_equal(&self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let (la, lb) = (self.layout(a)?, self.layout(b)?);
-        for l in [&la, &lb] {
-            if l.dtype != DType::I32 {
-                return Err(crate::error::Error::Unsupported { op: "count_equal", dtype: l.dtype });
-            }
-        }
-        if la.ne != lb.ne {
-            return Err(crate::error::Error::shape("count_equal", format!("{:?} against {:?}", la.ne, lb.ne)));
-        }
+        self.same_shape_of("count_equal", DType::I32, a, b)?;
         self.new_result(Op::CountEqual { a, b }, DType::I64, [1, 1, 1, 1])
     }
 
@@ -53,15 +45,7 @@ impl Context {
     /// `cross_entropy_loss`): `logits` and `labels` F32 of one shape, each row
     /// a sample (any layout); result F32 `ne = [1, 1, 1, 1]`, computed in f64.
     pub fn cross_entropy_loss(&self, logits: TensorId, labels: TensorId) -> Result<TensorId> {
-        let (la, lb) = (self.layout(logits)?, self.layout(labels)?);
-        for l in [&la, &lb] {
-            if l.dtype != DType::F32 {
-                return Err(crate::error::Error::Unsupported { op: "cross_entropy_loss", dtype: l.dtype });
-            }
-        }
-        if la.ne != lb.ne {
-            return Err(crate::error::Error::shape("cross_entropy_loss", format!("{:?} against {:?}", la.ne, lb.ne)));
-        }
+        self.same_shape_of("cross_entropy_loss", DType::F32, logits, labels)?;
         self.new_result(Op::CrossEntropyLoss { logits, labels }, DType::F32, [1, 1, 1, 1])
     }
 
