@@ -45,6 +45,19 @@ impl Weights {
     pub fn find(&self, name: &str) -> Option<TensorId> {
         self.by_name.get(name).copied()
     }
+    /// Puts `id` in the place of the tensor named `name` (e.g. a trained F32
+    /// copy of a quantized weight); returns the leaf it replaces.
+    ///
+    /// # Errors
+    /// As [`Weights::get`] when there is no tensor `name`.
+    pub fn replace(&mut self, name: &str, id: TensorId) -> Result<TensorId> {
+        let old = self.get(name)?;
+        self.by_name.insert(name.to_string(), id);
+        if let Some(slot) = self.order.iter_mut().find(|(n, _)| n == name) {
+            slot.1 = id;
+        }
+        Ok(old)
+    }
     /// All tensors in file order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, TensorId)> {
         self.order.iter().map(|(n, id)| (n.as_str(), *id))

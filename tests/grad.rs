@@ -403,3 +403,53 @@ fn rope_normal_and_neox() {
         f64_loss: |v| rope_f64(&v[0], 6, false).dot(&v[1]) + rope_f64(&v[0], 6, true).dot(&v[1]),
     });
 }
+
+#[test]
+fn a_copy_into_another_shape() {
+    check(&Case {
+        name: "cont_reshape of a permuted tensor",
+        params: vec![p([3, 4, 2, 1]), p([6, 4, 1, 1])],
+        graph: |c, p| {
+            // the permuted [3, 2, 4] copied in logical order into rows of 6
+            let r = c.cont_reshape(c.permute(p[0], [0, 2, 1, 3]).unwrap(), &[6, 4]).unwrap();
+            dot(c, c.mul(r, r).unwrap(), p[1])
+        },
+        f64_loss: |v| {
+            let y = T::from_fn([3, 2, 4, 1], |[i0, i1, i2, _]| v[0].at([i0, i2, i1, 0]));
+            y.v.iter().zip(&v[1].v).map(|(a, w)| a * a * w).sum()
+        },
+    });
+}
+
+/// The gradient of `x` through a product with a frozen Q8_0 weight (dequantized
+/// for the transposed product) against f64 sums over the weight's dequantized values.
+#[test]
+fn through_a_frozen_quantized_weight() {
+    let (k, m, n) = (64usize, 5usize, 3usize);
+    let mut rng = Rng(11);
+    let w: Vec<f32> = (0..k * m).map(|_| rng.f(1.0)).collect();
+    let x: Vec<f32> = (0..k * n).map(|_| rng.f(1.0)).collect();
+    let t: Vec<f32> = (0..m * n).map(|_| rng.f(1.0)).collect();
+    let mut ctx = Context::new();
+    let wf = ctx.new_f32(&[k as i64, m as i64], &w).unwrap();
+    let xp = ctx.new_f32(&[k as i64, n as i64], &x).unwrap();
+    ctx.set_param(xp).unwrap();
+    let tt = ctx.new_f32(&[m as i64, n as i64], &t).unwrap();
+    let wq = ctx.cast(wf, rgml::DType::Q8_0).unwrap();
+    let loss = dot(&ctx, ctx.mul_mat(wq, xp).unwrap(), tt);
+    let g = ctx.backward(loss, &[xp]).unwrap().get(xp).unwrap();
+    let graph = Graph::build(&ctx, &[g]).unwrap();
+    let got = CpuBackend::new(2).unwrap().run(&ctx, &graph).unwrap().read_f32(&ctx, g).unwrap();
+    // the weight's Q8_0 values, row by row
+    let mut deq = vec![0f32; k * m];
+    for (src, dst) in w.chunks(k).zip(deq.chunks_mut(k)) {
+        let mut q = vec![0u8; rgml::DType::Q8_0.row_size(k as i64).unwrap()];
+        rgml::quant::quantize_chunk(rgml::DType::Q8_0, src, &mut q).unwrap();
+        rgml::quant::dequantize_row(rgml::DType::Q8_0, &q, dst).unwrap();
+    }
+    for (kk, nn) in (0..k).flat_map(|kk| (0..n).map(move |nn| (kk, nn))) {
+        let want: f64 = (0..m).map(|mm| deq[mm * k + kk] as f64 * t[nn * m + mm] as f64).sum();
+        let a = got[nn * k + kk] as f64;
+        assert!((a - want).abs() <= 1e-5 * want.abs().max(1.0), "∂x[{kk}, {nn}]: {a} against {want}");
+    }
+}

@@ -10,6 +10,7 @@ pub mod bench_cuda;
 pub mod bench_model;
 pub mod chat_cli;
 pub mod demo;
+pub mod finetune_cli;
 pub mod gguf_cli;
 pub mod graph_cases;
 pub mod out;

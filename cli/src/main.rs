@@ -110,6 +110,35 @@ enum Cmd {
         #[command(flatten)]
         exec: ExecArgs,
     },
+    /// Train a model on a text file (every weight in F32, or LoRA adapters merged on
+    /// save) and write the result as a GGUF file, as llama.cpp's llama-finetune.
+    Finetune {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// The UTF-8 text to train on.
+        #[arg(long, short = 'f')]
+        file: std::path::PathBuf,
+        /// Where to write the trained model.
+        #[arg(long, short = 'o')]
+        out: std::path::PathBuf,
+        /// Passes over the text.
+        #[arg(long, default_value_t = 1)]
+        epochs: usize,
+        /// AdamW's learning rate (default 1e-5, or 1e-3 with --lora).
+        #[arg(long)]
+        lr: Option<f32>,
+        /// Tokens per training window.
+        #[arg(long, default_value_t = 128)]
+        ctx: usize,
+        /// Train LoRA adapters of this rank on the layers' matrices instead of every weight.
+        #[arg(long)]
+        lora: Option<usize>,
+        /// LoRA's alpha: the adapters' scale is alpha / rank (default: alpha = rank).
+        #[arg(long, requires = "lora")]
+        lora_alpha: Option<f32>,
+        #[command(flatten)]
+        on: DeviceArgs,
+    },
     /// Chat with a model: user turns from standard input, one per line; replies stream to
     /// standard output; the conversation stays in the KV cache. End with EOF.
     Chat {
@@ -400,6 +429,14 @@ fn main() -> ExitCode {
             .backend(&model)
             .and_then(|b| rgml_cli::perplexity_cli::run(&model, &file, ctx, exec.load(), b))
             .map(|()| ExitCode::SUCCESS),
+        Cmd::Finetune { model, file, out, epochs, lr, ctx, lora, lora_alpha, on } => {
+            let lr = lr.unwrap_or(if lora.is_some() { 1e-3 } else { 1e-5 });
+            let run = rgml_cli::finetune_cli::FinetuneRun { model, file, out, epochs, lr, ctx, lora, lora_alpha };
+            on.open()
+                .map_err(|e| e.to_string())
+                .and_then(|b| rgml_cli::finetune_cli::run(&run, b))
+                .map(|()| ExitCode::SUCCESS)
+        }
         Cmd::Chat { model, system, n_predict, sampling, ignore_eos, exec } => {
             let opts = chat_cli::ChatOptions {
                 system,

@@ -36,6 +36,7 @@
 pub mod arch;
 pub mod chat;
 pub mod conversation;
+pub mod finetune;
 pub mod generate;
 pub mod llama;
 pub mod mlp;

@@ -27,6 +27,22 @@ impl Context {
         }
         self.new_result(Op::Cont { src: a }, l.dtype, ne4)
     }
+    /// A new contiguous copy of `a` converted to `dtype` (ggml's `cast`):
+    /// F32, F16, BF16 or a block type with a quantizer, dequantizing out of
+    /// a block type. The copy runs in `a`'s logical order, as [`Context::cpy`].
+    pub fn cast(&self, a: TensorId, dtype: crate::dtype::DType) -> Result<TensorId> {
+        let l = self.copyable("cast", a)?;
+        if dtype.is_quantized() && !crate::quant::has_quantizer(dtype) || !(dtype.is_float() || dtype.is_quantized()) {
+            return Err(Error::Unsupported { op: "cast", dtype });
+        }
+        if dtype.is_quantized() && l.ne[0] % dtype.block_size() as i64 != 0 {
+            return Err(Error::shape(
+                "cast",
+                format!("rows of {} values into blocks of {}", l.ne[0], dtype.block_size()),
+            ));
+        }
+        self.new_result(Op::Cont { src: a }, dtype, l.ne)
+    }
     /// A new contiguous copy of `a` (ggml's `dup`).
     pub fn dup(&self, a: TensorId) -> Result<TensorId> {
         let l = self.copyable("dup", a)?;
@@ -62,13 +78,16 @@ impl Context {
 }
 
 impl Context {
-    /// The gradient rules of the copies: the gradient passes to the source
-    /// (see [`Context::operand_grads`]).
+    /// The gradient rules of the copies: the gradient passes to the source, in its
+    /// shape (see [`Context::operand_grads`]).
     pub(super) fn grad_copy(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
         if !matches!(n.op, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. }) {
             return Ok(false);
         }
-        out.put(0, || Ok(g))?;
+        // a copy into another shape (`cont_reshape`, `cpy`) runs in logical order: the
+        // gradient goes back reshaped
+        let ne = self.layout(n.x[0])?.ne;
+        out.put(0, || if self.layout(g)?.ne == ne { Ok(g) } else { self.reshape(self.packed(g)?, &ne) })?;
         Ok(true)
     }
 }

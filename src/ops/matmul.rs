@@ -47,12 +47,17 @@ impl Context {
 impl Context {
     /// The gradient rule of `mul_mat` (see [`Context::operand_grads`]): with
     /// `out[m, n] = Σ_k a[k, m] b[k, n]`, `∂a[k, m] = Σ_n b[k, n] g[m, n]` and
-    /// `∂b[k, n] = Σ_m a[k, m] g[m, n]`, two products of transposed copies.
+    /// `∂b[k, n] = Σ_m a[k, m] g[m, n]`, two products of transposed copies (a
+    /// block-type `a`, a frozen quantized weight, is dequantized first: its
+    /// blocks run along `k`).
     pub(super) fn grad_mul_mat(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
         let Op::MulMat { .. } = n.op else { return Ok(false) };
         let (a, b) = (n.x[0], n.x[1]);
         out.put(0, || self.sum_to(self.mul_mat(self.cont(self.transpose(b)?)?, self.cont(self.transpose(g)?)?)?, a))?;
-        out.put(1, || self.mul_mat(self.cont(self.transpose(a)?)?, g))?;
+        out.put(1, || {
+            let a = if self.layout(a)?.dtype.is_quantized() { self.cast(a, crate::dtype::DType::F32)? } else { a };
+            self.mul_mat(self.cont(self.transpose(a)?)?, g)
+        })?;
         Ok(true)
     }
 }

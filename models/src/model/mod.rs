@@ -381,8 +381,19 @@ impl<B: Backend> Model<B> {
             x = c.scale(x, s)?;
         }
         let fused = self.fused_attention;
-        let mut b =
-            Block { c, hp: &self.hp, pos, mask, mask_swa, n_tokens: nt, n_kv: nkv, last_only: !all_logits, fused };
+        let mut b = Block {
+            c,
+            hp: &self.hp,
+            pos,
+            mask,
+            mask_swa,
+            n_tokens: nt,
+            n_kv: nkv,
+            last_only: !all_logits,
+            fused,
+            cached: true,
+            adapters: None,
+        };
         for l in &self.layers {
             x = (self.arch.block)(&mut b, l, x)?;
             b.c.set_name(x, format!("l_out.{}", l.index))?;

@@ -2,10 +2,24 @@
 //! embedding, attention through the KV cache, and the feed-forward variants. Each is
 //! one or a few ggml ops, as llama.cpp's `llm_graph_context` builds them.
 
+use std::collections::HashMap;
+
 use rgml::{Context, DType, GluOp, Result, TensorId};
 
 use super::hparams::Hparams;
 use super::weights::{Ffn, Layer, Qkv};
+
+/// A LoRA adapter of a weight `w` (`[n_in, n_out]`): the product `w·x` becomes
+/// `w·x + scale·b·(a·x)`, with `a` `[n_in, rank]` and `b` `[rank, n_out]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Adapter {
+    pub a: TensorId,
+    pub b: TensorId,
+    pub scale: f32,
+}
+
+/// Adapters by the weight they adapt.
+pub(crate) type Adapters = HashMap<TensorId, Adapter>;
 
 /// Builds one graph's blocks: the context, the hyperparameters and the graph's inputs.
 pub(crate) struct Block<'a> {
@@ -24,6 +38,11 @@ pub(crate) struct Block<'a> {
     pub last_only: bool,
     /// Attention by `flash_attn_ext` instead of three ops.
     pub fused: bool,
+    /// Keys and values go through the layers' KV caches; without, attention
+    /// reads the batch's own (a training graph: no cache, every op differentiable).
+    pub cached: bool,
+    /// LoRA adapters of some of the weights.
+    pub adapters: Option<&'a Adapters>,
 }
 
 impl Block<'_> {
@@ -32,11 +51,16 @@ impl Block<'_> {
         self.c.rms_norm_mul(x, w, self.hp.rms_eps)
     }
 
-    /// `w·x`, plus the bias `b`.
+    /// `w·x` (with `w`'s adapter where it has one), plus the bias `b`.
     pub fn linear(&self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
+        let mut y = self.c.mul_mat(w, x)?;
+        if let Some(ad) = self.adapters.and_then(|m| m.get(&w)) {
+            let low = self.c.mul_mat(ad.b, self.c.mul_mat(ad.a, x)?)?;
+            y = self.c.add(y, self.c.scale(low, ad.scale)?)?;
+        }
         match b {
-            Some(b) => self.c.add(self.c.mul_mat(w, x)?, b),
-            None => self.c.mul_mat(w, x),
+            Some(b) => self.c.add(y, b),
+            None => Ok(y),
         }
     }
 
@@ -86,6 +110,9 @@ impl Block<'_> {
         let hp = self.hp;
         let (hd, hdv, nh, nkv) = (hp.head_dim as i64, hp.head_dim_v as i64, hp.n_head as i64, hp.n_head_kv as i64);
         let (nt, n_kv) = (self.n_tokens, self.n_kv);
+        if !self.cached {
+            return self.attention_uncached(l, q, k, v, kq_scale);
+        }
         self.c.set_rows(l.k_cache, self.c.reshape(k, &[hd * nkv, nt])?, self.pos)?;
         self.c.set_rows(l.v_cache, v, self.pos)?;
         // attention over the first n_kv cache positions, built after the writes (program order)
@@ -108,6 +135,20 @@ impl Block<'_> {
         let kq = self.c.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
         let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
                                                 // [hdv, nt, nh] seen as [hdv, nh, nt], copied to rows of hdv·nh
+        self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
+    }
+
+    /// [`Block::attention`] over the batch's own keys `[head_dim, n_head_kv, n]` and
+    /// values `[head_dim_v·n_head_kv, n]`, unfused: scores, `soft_max_ext`, values.
+    fn attention_uncached(&self, l: &Layer, q: TensorId, k: TensorId, v: TensorId, kq_scale: f32) -> Result<TensorId> {
+        let hp = self.hp;
+        let (hdv, nh, nkv, nt) = (hp.head_dim_v as i64, hp.n_head as i64, hp.n_head_kv as i64, self.n_tokens);
+        let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
+        let keys = self.c.permute(k, [0, 2, 1, 3])?; // [hd, nt, nkv]
+        let q = self.c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
+        let kq = self.c.soft_max_ext(self.c.mul_mat(keys, q)?, Some(mask), kq_scale, 0.0)?;
+        // [nt, hdv, nkv]: the values transposed (a view)
+        let values = self.c.permute(self.c.reshape(v, &[hdv, nkv, nt])?, [1, 2, 0, 3])?;
         self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
     }
 
