@@ -114,3 +114,31 @@ extern "C" __global__ void rg_view_back(char* dst, i64 nb0, i64 nb1, i64 nb2, i6
         *(float*)(dst + off + i0 * nb0 + i1 * nb1 + i2 * nb2 + i3 * nb3) = rg_load(g + rg_offset(tg, i), tg.type);
     }
 }
+
+// AdamW's fused steps, every product, sum and quotient rounded to F32 as the
+// separate elementwise ops round them (the _rn intrinsics: no contraction to FMA).
+// adamw_moment: dst = h0*m + h1*g (g*g with sq).
+extern "C" __global__ void rg_adamw_moment(int sq, char* dst, RgT d, const char* m, RgT tm, const char* g, RgT tg,
+                                           const char* h, RgT th, i64 n) {
+    const float h0 = rg_load(h, th.type), h1 = rg_load(h + th.nb[0], th.type);
+    RG_GRID_STRIDE(i, n) {
+        const float gv = rg_load(g + rg_offset(tg, i), tg.type);
+        const float x = sq ? __fmul_rn(gv, gv) : gv;
+        const float mv = rg_load(m + rg_offset(tm, i), tm.type);
+        rg_store(dst + rg_offset(d, i), d.type, __fadd_rn(__fmul_rn(mv, h0), __fmul_rn(x, h1)));
+    }
+}
+
+// adamw_update: dst = h0*p - (h1*m) / (sqrt(h2*v) + h3).
+extern "C" __global__ void rg_adamw_update(char* dst, RgT d, const char* p, RgT tp, const char* m, RgT tm,
+                                           const char* v, RgT tv, const char* h, RgT th, i64 n) {
+    float hv[4];
+    for (int k = 0; k < 4; k++) hv[k] = k < th.ne[0] ? rg_load(h + k * th.nb[0], th.type) : 0.0f;
+    RG_GRID_STRIDE(i, n) {
+        const float pv = rg_load(p + rg_offset(tp, i), tp.type);
+        const float mv = rg_load(m + rg_offset(tm, i), tm.type);
+        const float vv = rg_load(v + rg_offset(tv, i), tv.type);
+        const float den = __fadd_rn(__fsqrt_rn(__fmul_rn(vv, hv[2])), hv[3]);
+        rg_store(dst + rg_offset(d, i), d.type, __fsub_rn(__fmul_rn(pv, hv[0]), __fdiv_rn(__fmul_rn(mv, hv[1]), den)));
+    }
+}

@@ -357,12 +357,12 @@ pub enum Op {
         /// ALiBi maximum bias (0: no ALiBi, slope 1).
         max_bias: f32,
     },
-    /// A gradient op (see [`BackOp`]).
+    /// A gradient or optimizer op (see [`BackOp`]).
     Back(BackOp),
 }
 
-/// The gradient ops: the backward passes of forward ops that do not compose
-/// from others (built by [`crate::grad`]).
+/// The training ops: the backward passes of forward ops that do not compose
+/// from others (built by [`crate::grad`]), and the optimizer's fused steps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BackOp {
     /// `a` summed into the result's smaller shape: each result element
@@ -413,6 +413,31 @@ pub enum BackOp {
         /// The view's first byte in the source.
         offset: usize,
     },
+    /// One of AdamW's moments updated in place: `h[0]·m + h[1]·g` (the first
+    /// moment) or `h[0]·m + h[1]·g²` (the second), each product and sum
+    /// rounded to F32 as the elementwise ops round them.
+    AdamwMoment {
+        /// The moment (the destination's bytes).
+        m: TensorId,
+        /// The gradient (`m`'s shape).
+        g: TensorId,
+        /// The two factors (F32, packed).
+        h: TensorId,
+        /// `g²` instead of `g`: the second moment.
+        square: bool,
+    },
+    /// AdamW's update of the parameter `p` in place from its updated moments:
+    /// `h[0]·p − (h[1]·m) / (sqrt(h[2]·v) + h[3])`, rounded to F32 step by step.
+    AdamwUpdate {
+        /// The parameter (the destination's bytes).
+        p: TensorId,
+        /// The first moment.
+        m: TensorId,
+        /// The second moment.
+        v: TensorId,
+        /// The four factors (F32, packed).
+        h: TensorId,
+    },
     /// The gradient of `rms_norm(x)` (no weight) given the gradient `g` of
     /// its output (ggml's `rms_norm_back`).
     RmsNormBack {
@@ -435,6 +460,8 @@ impl BackOp {
             BackOp::RmsNormBack { .. } => "rms_norm_back",
             BackOp::ViewBack { .. } => "view_back",
             BackOp::RopeBack { .. } => "rope_back",
+            BackOp::AdamwMoment { .. } => "adamw_moment",
+            BackOp::AdamwUpdate { .. } => "adamw_update",
         }
     }
     /// The operands in source order.
@@ -444,6 +471,8 @@ impl BackOp {
             BackOp::UnaryBack { x, g, .. } | BackOp::RmsNormBack { x, g, .. } => vec![x, g],
             BackOp::GetRowsBack { g, index } => vec![g, index],
             BackOp::RopeBack { g, pos, freq, .. } => [g, pos].into_iter().chain(freq).collect(),
+            BackOp::AdamwMoment { m, g, h, .. } => vec![m, g, h],
+            BackOp::AdamwUpdate { p, m, v, h } => vec![p, m, v, h],
         }
     }
 }
@@ -646,7 +675,8 @@ impl Op {
             Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Back(BackOp::UnaryBack { .. }) => 4 * n,
-            Op::Back(BackOp::RmsNormBack { .. }) => 6 * n,
+            Op::Back(BackOp::RmsNormBack { .. }) | Op::Back(BackOp::AdamwUpdate { .. }) => 6 * n,
+            Op::Back(BackOp::AdamwMoment { .. }) => 4 * n,
             Op::Back(BackOp::RepeatBack { a }) => layout(a)?.nelements() as u64,
             Op::Glu { .. } => 2 * n,
             Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {

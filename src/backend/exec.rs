@@ -167,6 +167,10 @@ pub(crate) trait Kernels {
     fn view_back(&mut self, nb: [usize; 4], offset: usize, dst: Self::Dst, g: Self::Src) -> Result<()>;
     /// The gradient of `rms_norm(x, eps)` given `g`.
     fn rms_norm_back(&mut self, eps: f32, dst: Self::Dst, x: Self::Src, g: Self::Src) -> Result<()>;
+    /// `dst = h0·m + h1·g` (or `g²` with `square`), in F32 steps.
+    fn adamw_moment(&mut self, square: bool, dst: Self::Dst, m: Self::Src, g: Self::Src, h: Self::Src) -> Result<()>;
+    /// `dst = h0·p − (h1·m) / (sqrt(h2·v) + h3)`, in F32 steps.
+    fn adamw_update(&mut self, dst: Self::Dst, pmv: [Self::Src; 3], h: Self::Src) -> Result<()>;
 }
 
 /// `soft_max_ext`'s two parameters.
@@ -409,6 +413,8 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::Back(BackOp::UnaryBack { op, x, g }) => k.unary_back(op, dst, src(x)?, src(g)?),
         Op::Back(BackOp::GetRowsBack { g, index }) => k.get_rows_back(dst, src(g)?, src(index)?),
         Op::Back(BackOp::RmsNormBack { x, g, eps }) => k.rms_norm_back(eps, dst, src(x)?, src(g)?),
+        Op::Back(BackOp::AdamwMoment { m, g, h, square }) => k.adamw_moment(square, dst, src(m)?, src(g)?, src(h)?),
+        Op::Back(BackOp::AdamwUpdate { p, m, v, h }) => k.adamw_update(dst, [src(p)?, src(m)?, src(v)?], src(h)?),
         Op::Back(BackOp::ViewBack { g, nb, offset }) => k.view_back(nb, offset, dst, src(g)?),
         Op::Leaf
         | Op::View { .. }

@@ -1,5 +1,7 @@
-//! Optimizer steps as in-place graph ops on a parameter and its moments,
-//! composed from elementwise ops (as tinygrad composes its optimizers). Their
+//! Optimizer steps as in-place graph ops on a parameter and its moments: SGD
+//! composed from elementwise ops (as tinygrad composes its optimizers), AdamW
+//! as three fused ops (its two moments, then the parameter) that round as the
+//! elementwise ops would. Their
 //! hyperparameters come from a small F32 tensor the caller sets before each
 //! run ([`Sgd::hyper`], [`AdamW::hyper`]), so one graph serves every step and
 //! a changing learning rate. Build them after [`Context::backward`]: they
@@ -95,12 +97,12 @@ impl Context {
         hyper: TensorId,
     ) -> Result<TensorId> {
         self.check_step("opt_step_adamw", &[p, g, m, v], hyper, 8)?;
-        let h = |i: usize| self.view_1d(hyper, 1, 4 * i);
-        let m = self.add_inplace(self.mul_inplace(m, h(0)?)?, self.mul(g, h(1)?)?)?;
-        let v = self.add_inplace(self.mul_inplace(v, h(2)?)?, self.mul(self.sqr(g)?, h(3)?)?)?;
-        let decayed = self.mul_inplace(p, h(4)?)?;
-        let denom = self.add(self.sqrt(self.mul(v, h(6)?)?)?, h(7)?)?;
-        self.sub_inplace(decayed, self.div(self.mul(m, h(5)?)?, denom)?)
+        // three fused in-place ops, rounded as the elementwise ops
+        // `m·h0 + g·h1`, `v·h2 + g²·h3`, `p·h4 − (m·h5) / (sqrt(v·h6) + h7)` round
+        let h = |i: usize, n: i64| self.view_1d(hyper, n, 4 * i);
+        let m = self.adamw_moment(m, g, h(0, 2)?, false)?;
+        let v = self.adamw_moment(v, g, h(2, 2)?, true)?;
+        self.adamw_update(p, m, v, h(4, 4)?)
     }
 
     /// F32 tensors of one shape, and an F32 `hyper` of `n` packed values.

@@ -1,5 +1,5 @@
-//! The gradient ops ([`BackOp`]): F32 in, F32 out, each the backward pass
-//! of a forward op that does not compose from others.
+//! The training ops ([`BackOp`]): F32 in, F32 out, each the backward pass
+//! of a forward op that does not compose from others, and AdamW's fused steps.
 
 use crate::context::Context;
 use crate::dtype::DType;
@@ -106,5 +106,19 @@ impl Context {
         } else {
             Err(Error::Unsupported { op, dtype: l.dtype })
         }
+    }
+
+    /// AdamW's first (`square` false) or second moment `m` updated in place
+    /// with the gradient `g` and the factors `h` (2 packed F32 values): see
+    /// [`BackOp::AdamwMoment`]. Returns a view of `m`.
+    pub(crate) fn adamw_moment(&self, m: TensorId, g: TensorId, h: TensorId, square: bool) -> Result<TensorId> {
+        self.in_place_result(Op::Back(BackOp::AdamwMoment { m, g, h, square }), m)
+    }
+
+    /// AdamW's update of `p` in place from the updated moments `m`, `v` and
+    /// the factors `h` (4 packed F32 values): see [`BackOp::AdamwUpdate`].
+    /// Returns a view of `p`.
+    pub(crate) fn adamw_update(&self, p: TensorId, m: TensorId, v: TensorId, h: TensorId) -> Result<TensorId> {
+        self.in_place_result(Op::Back(BackOp::AdamwUpdate { p, m, v, h }), p)
     }
 }

@@ -2,6 +2,7 @@
 //! output element computed by one thread in a fixed order, so the bits do not
 //! depend on the thread count.
 
+use super::elementwise::zip_f32;
 use super::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -249,6 +250,104 @@ pub(crate) fn view_back(ex: &Exec, nb: [usize; 4], offset: usize, dst: StridedMu
                         slot.copy_from_slice(&v.to_ne_bytes());
                     }
                 }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `dst = h0·m + h1·g` (`g²` with `square`): AdamW's moment, in F32 steps.
+pub(crate) fn adamw_moment(ex: &Exec, square: bool, dst: StridedMut, m: Strided, g: Strided, h: Strided) -> Result<()> {
+    let h = adamw_factors("adamw_moment", &dst, &[&m, &g], &h)?;
+    let f = move |m: f32, g: f32| m * h[0] + if square { g * g } else { g } * h[1];
+    if !packed(&dst, &[&m, &g]) {
+        return strided_map(ex, dst, [m, g], |[m, g]| f(m, g));
+    }
+    packed_chunks(ex, &dst, |lo, w| {
+        let (d, mp, gp) = (dst.ptr().cast::<f32>(), m.ptr().cast::<f32>(), g.ptr().cast::<f32>());
+        // SAFETY: values lo..lo + w of packed F32 tensors of one shape; d is m's bytes or apart from both.
+        unsafe { zip_f32(d.add(lo), mp.add(lo), gp.add(lo), w, f) }
+    });
+    Ok(())
+}
+
+/// `dst = h0·p − (h1·m) / (sqrt(h2·v) + h3)`: AdamW's update, in F32 steps.
+pub(crate) fn adamw_update(ex: &Exec, dst: StridedMut, pmv: [Strided; 3], h: Strided) -> Result<()> {
+    let [p, m, v] = pmv;
+    let h = adamw_factors("adamw_update", &dst, &[&p, &m, &v], &h)?;
+    let step = move |m: f32, v: f32| (m * h[1]) / ((v * h[2]).sqrt() + h[3]);
+    let update = move |p: f32, s: f32| p * h[0] - s;
+    if !packed(&dst, &[&p, &m, &v]) {
+        return strided_map(ex, dst, pmv, |[p, m, v]| update(p, step(m, v)));
+    }
+    packed_chunks(ex, &dst, |lo, w| {
+        let (d, pp) = (dst.ptr().cast::<f32>(), p.ptr().cast::<f32>());
+        let (mp, vp) = (m.ptr().cast::<f32>(), v.ptr().cast::<f32>());
+        let mut s = [0f32; CHUNK];
+        // SAFETY: values lo..lo + w (w ≤ CHUNK) of packed F32 tensors of one shape;
+        // s is apart from them, d is p's bytes or apart from all.
+        unsafe {
+            zip_f32(s.as_mut_ptr(), mp.add(lo), vp.add(lo), w, step);
+            zip_f32(d.add(lo), pp.add(lo), s.as_ptr(), w, update);
+        }
+    });
+    Ok(())
+}
+
+/// Values per chunk of the fused AdamW steps.
+const CHUNK: usize = 1024;
+
+/// The factors in `h` (at most 4 F32 values), once the operands are checked:
+/// F32, `dst`'s shape.
+fn adamw_factors(name: &'static str, dst: &StridedMut, srcs: &[&Strided], h: &Strided) -> Result<[f32; 4]> {
+    let all = srcs.iter().map(|s| &s.l).chain([&dst.l, &h.l]);
+    if all.clone().any(|l| l.dtype != DType::F32) || srcs.iter().any(|s| s.l.ne != dst.l.ne) || h.l.nelements() > 4 {
+        return Err(Error::internal(format!("{name} of operands unlike its destination {:?}", dst.l.ne)));
+    }
+    let mut hv = [0f32; 4];
+    for (k, v) in hv.iter_mut().enumerate().take(h.l.nelements() as usize) {
+        // SAFETY: k is inside h's shape (at most 4 values, checked above).
+        *v = unsafe { at(Scalar::of(name, DType::F32)?, h, [k as i64, 0, 0, 0]) } as f32;
+    }
+    Ok(hv)
+}
+
+fn packed(dst: &StridedMut, srcs: &[&Strided]) -> bool {
+    dst.l.is_contiguous() && srcs.iter().all(|s| s.l.is_contiguous())
+}
+
+/// `f(lo, w)` on chunks of at most [`CHUNK`] values covering `dst`'s elements.
+fn packed_chunks(ex: &Exec, dst: &StridedMut, f: impl Fn(usize, usize) + Sync + Send) {
+    let n = dst.l.nelements() as usize;
+    ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
+        for c in chunks {
+            let lo = c * CHUNK;
+            f(lo, CHUNK.min(n - lo));
+        }
+    });
+}
+
+/// `dst[i] = f(srcs[·][i])` over one shape of any strides, element by element.
+/// `dst` may be the bytes of `srcs[0]` (each element is read before it is
+/// written, by one thread).
+fn strided_map<const N: usize>(
+    ex: &Exec,
+    dst: StridedMut,
+    srcs: [Strided; N],
+    f: impl Fn([f32; N]) -> f32 + Sync,
+) -> Result<()> {
+    let ne0 = dst.l.ne[0];
+    ex.for_ranges(dst.l.nrows() as usize, ne0 as usize, |rows| {
+        for r in rows {
+            let [i1, i2, i3] = dst.l.row_index(r as i64);
+            for i0 in 0..ne0 {
+                let el = |t: &Strided| {
+                    // SAFETY: (i0, i1, i2, i3) is inside every operand (one shape).
+                    unsafe { t.row(i1, i2, i3).add(i0 as usize * t.l.nb[0]).cast::<f32>().read_unaligned() }
+                };
+                let v = f(srcs.each_ref().map(el));
+                // SAFETY: as above; this thread alone writes dst's row r.
+                unsafe { dst.row(i1, i2, i3).add(i0 as usize * dst.l.nb[0]).cast::<f32>().write_unaligned(v) };
             }
         }
     });

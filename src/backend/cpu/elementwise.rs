@@ -144,7 +144,7 @@ where
 /// # Safety
 /// `d`, `x`, `y` hold `n` floats; `d` equals `x` or `y` exactly or overlaps neither.
 #[inline(always)]
-unsafe fn zip_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, f: impl Fn(f32, f32) -> f32) {
+pub(crate) unsafe fn zip_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, f: impl Fn(f32, f32) -> f32) {
     // SAFETY: the contract is passed on; the wide forms run only where detected.
     unsafe {
         match Wide::detect() {

@@ -163,4 +163,10 @@ impl Kernels for CpuKernels<'_> {
     fn rms_norm_back(&mut self, eps: f32, dst: StridedMut, x: Strided, g: Strided) -> Result<()> {
         back::rms_norm_back(&self.ex, eps, dst, x, g)
     }
+    fn adamw_moment(&mut self, square: bool, dst: StridedMut, m: Strided, g: Strided, h: Strided) -> Result<()> {
+        back::adamw_moment(&self.ex, square, dst, m, g, h)
+    }
+    fn adamw_update(&mut self, dst: StridedMut, pmv: [Strided; 3], h: Strided) -> Result<()> {
+        back::adamw_update(&self.ex, dst, pmv, h)
+    }
 }

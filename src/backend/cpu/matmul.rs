@@ -28,6 +28,10 @@ const ROW_PREFETCH_AHEAD: usize = 2;
 /// it the dot kernels win: W4 at N=16 ran at 50 GFLOP/s by dots, 35 by GEMM).
 const GEMM_MIN_ROWS: i64 = 32;
 
+/// Multiply-adds (m·n·k, per matrix) from which the blocked GEMM runs on the
+/// gemm pool's threads.
+const GEMM_PARALLEL_MIN: usize = 1 << 21;
+
 /// `dst[i3,i2,i1,i0] = Σ_k a[i3/r3, i2/r2, i0, k] · b[i3, i2, i1, k]`;
 /// `packed`, when given, is `a` as [`repack`] made it.
 pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed: Option<&[u8]>) -> Result<()> {
@@ -357,8 +361,10 @@ fn gemm_f32(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
     let (m, n, k) = (ne[0] as usize, ne[1] as usize, ane[0] as usize);
     let (r2, r3) = (bne[2] / ane[2], bne[3] / ane[3]);
     let threads = ex.gemm.map_or(1, |p| p.current_num_threads());
-    let parallelism =
-        if threads > 1 && m * n * k >= 1 << 18 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // a small product runs on the calling thread: handing it to the pool's
+    // threads costs more than it saves (the same kernel either way: the same bits)
+    let pool = ex.gemm.filter(|_| threads > 1 && m * n * k >= GEMM_PARALLEL_MIN);
+    let parallelism = if pool.is_some() { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     let run = || {
         for i3 in 0..ne[3] {
             for i2 in 0..ne[2] {
@@ -392,7 +398,7 @@ fn gemm_f32(ex: &Exec, dst: StridedMut, a: Strided, b: Strided) -> Result<()> {
             }
         }
     };
-    match ex.gemm {
+    match pool {
         Some(p) => p.install(run),
         None => run(),
     }

@@ -64,3 +64,31 @@ pub(crate) fn view_back(dev: &Device, nb: [usize; 4], offset: usize, dst: BoundM
         dst.ptr, nb0, nb1, nb2, nb3, off, g.ptr, g.p(name)?, total);
     Ok(())
 }
+
+/// The operands of AdamW's fused steps: F32, one shape, at most 4 factors.
+fn adamw_check(name: &str, dst: &BoundMut, srcs: &[&Bound], h: &Bound) -> Result<()> {
+    let f32s = srcs.iter().map(|s| s.l.dtype).chain([dst.l.dtype, h.l.dtype]).all(|t| t == crate::dtype::DType::F32);
+    if !f32s || srcs.iter().any(|s| s.l.ne != dst.l.ne) || h.l.nelements() > 4 {
+        return Err(Error::internal(format!("{name} into {:?}", dst.l.ne)));
+    }
+    Ok(())
+}
+
+/// `dst = h0·m + h1·g` (`g²` with `square`), in F32 steps.
+pub(crate) fn adamw_moment(dev: &Device, square: bool, dst: BoundMut, m: Bound, g: Bound, h: Bound) -> Result<()> {
+    let (name, n) = ("adamw_moment", dst.l.nelements());
+    adamw_check(name, &dst, &[&m, &g], &h)?;
+    launch!(dev, "back", "rg_adamw_moment", flat(n);
+        i32::from(square), dst.ptr, dst.p(name)?, m.ptr, m.p(name)?, g.ptr, g.p(name)?, h.ptr, h.p(name)?, n);
+    Ok(())
+}
+
+/// `dst = h0·p − (h1·m) / (sqrt(h2·v) + h3)`, in F32 steps.
+pub(crate) fn adamw_update(dev: &Device, dst: BoundMut, pmv: [Bound; 3], h: Bound) -> Result<()> {
+    let (name, n) = ("adamw_update", dst.l.nelements());
+    let [p, m, v] = pmv;
+    adamw_check(name, &dst, &[&p, &m, &v], &h)?;
+    launch!(dev, "back", "rg_adamw_update", flat(n);
+        dst.ptr, dst.p(name)?, p.ptr, p.p(name)?, m.ptr, m.p(name)?, v.ptr, v.p(name)?, h.ptr, h.p(name)?, n);
+    Ok(())
+}

@@ -139,6 +139,12 @@ impl Kernels for CudaKernels<'_> {
     fn rms_norm_back(&mut self, eps: f32, dst: BoundMut, x: Bound, g: Bound) -> Result<()> {
         back::rms_norm_back(self.dev, eps, dst, x, g)
     }
+    fn adamw_moment(&mut self, square: bool, dst: BoundMut, m: Bound, g: Bound, h: Bound) -> Result<()> {
+        back::adamw_moment(self.dev, square, dst, m, g, h)
+    }
+    fn adamw_update(&mut self, dst: BoundMut, pmv: [Bound; 3], h: Bound) -> Result<()> {
+        back::adamw_update(self.dev, dst, pmv, h)
+    }
 }
 
 /// Refuses, before anything is uploaded or launched, a graph in which a node
