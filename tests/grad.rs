@@ -282,6 +282,38 @@ fn reductions_softmax_and_norms() {
             a + v[2].rows(|r| rms_norm(r, 1e-5)).dot(&v[0])
         },
     });
+    check(&Case {
+        name: "norm (centred), on a transposed input",
+        params: vec![p([7, 5, 1, 1]), p([5, 7, 1, 1])],
+        graph: |c, p| dot(c, c.norm(c.transpose(p[0]).unwrap(), 1e-5).unwrap(), p[1]),
+        f64_loss: |v| {
+            let t = T::from_fn([5, 7, 1, 1], |[i0, i1, _, _]| v[0].at([i1, i0, 0, 0]));
+            t.rows(|r| {
+                let mean = r.iter().sum::<f64>() / r.len() as f64;
+                let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / r.len() as f64;
+                r.iter().map(|x| (x - mean) / (var + 1e-5).sqrt()).collect()
+            })
+            .dot(&v[1])
+        },
+    });
+}
+
+#[test]
+fn a_causal_mask_before_softmax() {
+    check(&Case {
+        name: "diag_mask_inf (n_past 1), then soft_max",
+        params: vec![p([5, 4, 2, 1]), p([5, 4, 2, 1])],
+        graph: |c, p| dot(c, c.soft_max(c.diag_mask_inf(p[0], 1).unwrap()).unwrap(), p[1]),
+        f64_loss: |v| {
+            // column i0 of row i1 is kept while i0 <= 1 + i1
+            let masked =
+                T::from_fn(
+                    [5, 4, 2, 1],
+                    |i| if i[0] as i64 > 1 + i[1] as i64 { f64::NEG_INFINITY } else { v[0].at(i) },
+                );
+            masked.rows(|r| softmax(r, 1.0)).dot(&v[1])
+        },
+    });
 }
 
 /// Five one-hot rows of four classes (row n: class (3n) % 4), one with two halves.

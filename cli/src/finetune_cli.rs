@@ -2,11 +2,11 @@
 //! weight in F32 or LoRA adapters, with a progress line per window and the loss per
 //! epoch, and writes the trained model as a GGUF file llama.cpp loads.
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rgml::grad::optim::AdamW;
+use rgml::train::ProgressBar;
 use rgml::Backend;
 use rgml_models::finetune::{FinetuneOptions, Finetuner, Progress, Tuning};
 
@@ -67,10 +67,10 @@ pub fn run<B: Backend>(run: &FinetuneRun, backend: B) -> Result<(), String> {
         },
         ft.graph_bytes() as f64 / (1u64 << 20) as f64
     );
-    let tty = std::io::stderr().is_terminal();
+    let bar = ProgressBar::new();
     let t0 = Instant::now();
     for e in 1..=run.epochs {
-        let loss = ft.epoch(&tokens, |p| progress(e, run.epochs, p, tty)).map_err(|e| e.to_string())?;
+        let loss = ft.epoch(&tokens, |p| progress(&bar, e, run.epochs, p)).map_err(|e| e.to_string())?;
         let secs = t0.elapsed().as_secs_f64();
         let trained = e * n_windows * run.ctx;
         outln!(
@@ -85,23 +85,7 @@ pub fn run<B: Backend>(run: &FinetuneRun, backend: B) -> Result<(), String> {
     Ok(())
 }
 
-/// A progress bar on a terminal (redrawn in place), else a line every tenth of the epoch.
-fn progress(epoch: usize, epochs: usize, p: Progress, tty: bool) {
-    let line = format!(
-        "epoch {epoch}/{epochs} [{:<30}] {}/{} loss {:.4} {:.1} tok/s",
-        "=".repeat(30 * p.done / p.total.max(1)),
-        p.done,
-        p.total,
-        p.loss,
-        p.tokens_per_s
-    );
-    if tty {
-        eprint!("\r{line}");
-        if p.done == p.total {
-            eprintln!();
-        }
-    } else if p.done == p.total || p.done.is_multiple_of((p.total / 10).max(1)) {
-        eprintln!("{line}");
-    }
-    let _ = std::io::stderr().flush();
+/// The bar's label: the epoch, the loss so far and the speed.
+fn progress(bar: &ProgressBar, epoch: usize, epochs: usize, p: Progress) {
+    bar.show(p.done, p.total, &format!("epoch {epoch}/{epochs} loss {:.4} {:.1} tok/s", p.loss, p.tokens_per_s));
 }

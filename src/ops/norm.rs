@@ -53,8 +53,18 @@ impl Context {
 }
 
 impl Context {
-    /// The gradient rule of `rms_norm`, with or without its weight (see [`Context::operand_grads`]).
+    /// The gradient rules of `norm`, and of `rms_norm` with or without its weight (see [`Context::operand_grads`]).
     pub(super) fn grad_norm(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        if let Op::Norm { eps, .. } = n.op {
+            // norm(x) = rms_norm(z) with z = x − mean(x); centring's Jacobian is
+            // symmetric: ∂x = ∂z − mean(∂z)
+            let a = n.x[0];
+            out.put(0, || {
+                let dz = self.rms_norm_back(self.sub(a, self.mean(a)?)?, g, eps)?;
+                self.sub(dz, self.mean(dz)?)
+            })?;
+            return Ok(true);
+        }
         let Op::RmsNorm { eps, w, .. } = n.op else { return Ok(false) };
         let a = n.x[0];
         match w {
@@ -69,7 +79,7 @@ impl Context {
     }
 }
 
-/// What the rule above reads besides the gradient: the input and the weight.
+/// What the rules above read besides the gradient: the input and the weight.
 pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
-    matches!(n.op, Op::RmsNorm { .. }).then(|| n.x.to_vec())
+    matches!(n.op, Op::RmsNorm { .. } | Op::Norm { .. }).then(|| n.x.to_vec())
 }

@@ -85,6 +85,11 @@ impl Context {
     /// The gradient rule of `soft_max_ext` (see [`Context::operand_grads`]):
     /// `dx = scale · y ⊙ (g − Σ_row g ⊙ y)`; the mask gets none.
     pub(super) fn grad_softmax(&self, n: &GradNode, g: TensorId, out: &mut Grads) -> Result<bool> {
+        if let Op::DiagMaskInf { n_past, .. } = n.op {
+            // the gradient passes where the mask kept the value: g · exp(diag_mask_inf(0)), a 1 or a 0
+            out.put(0, || self.mul(g, self.exp(self.diag_mask_inf(self.scale(g, 0.0)?, n_past)?)?))?;
+            return Ok(true);
+        }
         let Op::SoftMax { scale, max_bias, .. } = n.op else { return Ok(false) };
         if max_bias != 0.0 {
             return Err(self.no_gradient(n.id, "ALiBi (max_bias != 0)"));

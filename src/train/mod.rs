@@ -7,12 +7,14 @@
 
 mod dataset;
 mod mlp;
+mod progress;
 
 use std::time::Instant;
 
 use dataset::shuffled;
 pub use dataset::Dataset;
 pub use mlp::{mlp, mlp_params};
+pub use progress::ProgressBar;
 
 use crate::backend::{Backend, BackendStorage};
 use crate::context::Context;
@@ -227,11 +229,23 @@ impl<B: Backend> Trainer<B> {
     /// minibatch is left out, as ggml-opt does; gradients added up at the end
     /// of an epoch carry into the next).
     pub fn train_epoch(&mut self, data: &Dataset, seed: u64) -> Result<Metrics> {
+        self.train_epoch_with(data, seed, |_, _| ())
+    }
+
+    /// [`Trainer::train_epoch`], calling `progress(done, total)` after each
+    /// minibatch (e.g. to drive a [`ProgressBar`] on a long epoch).
+    pub fn train_epoch_with(
+        &mut self,
+        data: &Dataset,
+        seed: u64,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Metrics> {
         self.check(data)?;
         let start = Instant::now();
         let order = shuffled(data.len(), seed);
         let (mut loss, mut correct, mut rows) = (0.0, 0usize, 0usize);
-        for chunk in order.chunks_exact(self.batch) {
+        let total = data.len() / self.batch;
+        for (k, chunk) in order.chunks_exact(self.batch).enumerate() {
             let cycle = self.micro % self.accumulate as u64;
             self.micro += 1;
             let stepping = cycle + 1 == self.accumulate as u64;
@@ -254,6 +268,7 @@ impl<B: Backend> Trainer<B> {
             loss += self.train_st.read_f32(&self.ctx, self.loss)?[0] as f64 * chunk.len() as f64;
             correct += self.correct(&self.train_st.read_f32(&self.ctx, self.logits)?, data, chunk);
             rows += chunk.len();
+            progress(k + 1, total);
         }
         let n = rows.max(1) as f64;
         Ok(Metrics { loss: loss / n, accuracy: correct as f64 / n, seconds: start.elapsed().as_secs_f64() })
