@@ -138,3 +138,23 @@ fn bad_settings_are_errors() {
     assert_eq!(windows(5, 4).unwrap(), vec![0]);
     assert!(windows(4, 4).is_err());
 }
+
+/// The same training on CUDA (the emulator without a GPU) follows the CPU's
+/// losses: every weight in F32 (Gemma-3: windows, post-norms, GeGLU) and LoRA
+/// on frozen Q8_0 weights (Qwen3: head norms).
+#[cfg(feature = "cuda")]
+#[test]
+fn training_on_cuda_follows_the_cpu() {
+    let toks = tokens();
+    for (file, tuning) in [("gemma3_f32.gguf", Tuning::Full), ("qwen3_q8_0.gguf", Tuning::Lora { rank: 4, scale: 2.0 })]
+    {
+        let Some(dev) = common::cuda() else { return };
+        let opts = options(39, 3e-3, tuning);
+        let mut cpu = Finetuner::new(&dir().join(file), opts, CpuBackend::new(2).unwrap()).unwrap();
+        let mut gpu = Finetuner::new(&dir().join(file), opts, dev).unwrap();
+        for step in 0..4 {
+            let (a, b) = (cpu.train_window(&toks).unwrap(), gpu.train_window(&toks).unwrap());
+            assert!((a - b).abs() <= 1e-3 * a, "{file} step {step}: CPU loss {a}, CUDA {b}");
+        }
+    }
+}
