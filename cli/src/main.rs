@@ -298,7 +298,7 @@ impl ExecArgs {
     fn load(&self) -> rgml_models::model::LoadOptions {
         use rgml_models::model::{Attention, LoadOptions};
         let attention = if self.unfused_attention { Attention::Unfused } else { Attention::Auto };
-        LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type, attention }
+        LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type, attention, n_seq: 1 }
     }
 
     fn backend(&self, model: &std::path::Path) -> Result<rgml::AnyBackend, String> {

@@ -36,7 +36,7 @@ fn tmp(name: &str) -> PathBuf {
 
 /// `path`'s mean loss on `tokens` through the inference graph (KV cache, F32).
 fn model_loss(path: &std::path::Path, tokens: &[u32]) -> f64 {
-    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::F32, attention: Attention::Unfused };
+    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::F32, attention: Attention::Unfused, n_seq: 1 };
     let mut m = Model::load_with(path, opts, CpuBackend::new(2).unwrap()).unwrap();
     mean_nll(&m.eval(&tokens[..tokens.len() - 1]).unwrap(), tokens)
 }

@@ -127,7 +127,7 @@ fn kv_cache_types_on_cuda_match_the_cpu() {
     let toks: Vec<u32> = (0..40).map(|i| 3 + (i * 37) % 280).collect();
     for (file, kvs) in [("qwen3_f32.gguf", &[KvType::F16, KvType::Q8_0][..]), ("gemma3_f32.gguf", &[KvType::F16][..])] {
         for &kv in kvs {
-            let opts = LoadOptions { n_ctx: Some(64), kv_type: kv, attention: Attention::Unfused };
+            let opts = LoadOptions { n_ctx: Some(64), kv_type: kv, attention: Attention::Unfused, n_seq: 1 };
             let mut cpu = Model::load_with(&dir.join(file), opts, rgml::CpuBackend::new(2).unwrap()).unwrap();
             let mut dev = Model::load_with(&dir.join(file), opts, gpu.clone()).unwrap();
             // a batch, then one token at a time through the cache

@@ -35,7 +35,7 @@ fn parts(m: &Llama<AnyBackend>) -> Vec<usize> {
 }
 
 fn load(path: &std::path::Path, b: AnyBackend, attention: Attention) -> Llama<AnyBackend> {
-    let opts = LoadOptions { n_ctx: Some(16), kv_type: KvType::F32, attention };
+    let opts = LoadOptions { n_ctx: Some(16), kv_type: KvType::F32, attention, n_seq: 1 };
     Llama::load_with(path, opts, b).unwrap()
 }
 

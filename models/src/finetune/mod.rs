@@ -22,7 +22,7 @@ use rgml::grad::optim::AdamW;
 use rgml::{load_gguf, Backend, BackendStorage, Context, CpuBackend, DType, Error, Graph, Result, TensorId};
 
 use crate::model::kv;
-use crate::transformer::blocks::{Adapters, Block};
+use crate::transformer::blocks::{Adapters, Block, KvSpan};
 use crate::transformer::hparams::Hparams;
 use crate::transformer::weights::Loader;
 use params::Trained;
@@ -154,6 +154,8 @@ impl<B: Backend> Finetuner<B> {
             c: &mut ctx,
             hp: &hp,
             pos: ni.pos,
+            cells: ni.pos,
+            kv: KvSpan { first_cell: 0, stream_cells: n, streams: 1 },
             mask: ni.mask,
             mask_swa: ni.mask_swa,
             n_tokens: nt,

@@ -16,6 +16,7 @@
 
 pub mod kv;
 pub mod offload;
+mod seqs;
 
 // the shared parts, where they were before they moved to `transformer`
 pub use crate::transformer::{blocks, hparams, weights};
@@ -28,7 +29,7 @@ use rgml::{
     load_gguf, Backend, BackendStorage, Context, ContextMark, CpuBackend, DType, Error, Graph, Plan, Result, TensorId,
 };
 
-use crate::transformer::blocks::Block;
+use crate::transformer::blocks::{Block, KvSpan};
 use crate::transformer::hparams::Hparams;
 use crate::transformer::weights::{Globals, Layer, Loader};
 use crate::transformer::Architecture;
@@ -50,6 +51,10 @@ pub struct LoadOptions {
     pub kv_type: KvType,
     /// How attention is computed.
     pub attention: Attention,
+    /// Sequences the KV cache holds, each in its own stream of `n_ctx` positions
+    /// (0 or 1: one): [`Model::eval_seq`] runs one, [`Model::eval_seqs`] a token of
+    /// several in one graph.
+    pub n_seq: usize,
 }
 
 /// How a model computes attention.
@@ -65,13 +70,16 @@ pub enum Attention {
     Unfused,
 }
 
-/// What a planned graph is for: batch size, attended cache positions, and whether it
-/// computes every position's logits or only the last one's.
+/// What a planned graph is for: batch size, attended cache positions, whether it
+/// computes every position's logits or only the last one's, and the sequence's
+/// stream (or a token of every stream: [`Model::eval_seqs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct StepKey {
     n: usize,
     n_kv: usize,
     all_logits: bool,
+    seq: usize,
+    every_stream: bool,
 }
 
 /// The forward graph for one [`StepKey`], planned.
@@ -80,6 +88,8 @@ struct Step {
     plan: Plan,
     tokens: TensorId,
     pos: TensorId,
+    /// The cache cells the batch's keys and values are written to.
+    cells: TensorId,
     mask: TensorId,
     mask_swa: Option<TensorId>,
     logits: TensorId,
@@ -106,7 +116,11 @@ pub struct Model<B: Backend = CpuBackend> {
     max_graphs: usize,
     backend: B,
     storage: Option<B::Storage>,
-    n_past: usize,
+    /// Positions cached, by sequence.
+    past: Vec<usize>,
+    /// Cells of one sequence's stream: `n_ctx`, and one more (a cell the idle
+    /// sequences of [`Model::eval_seqs`] write) with several sequences.
+    stream_cells: usize,
     /// [`weight_bytes_per_token`] of the file.
     bytes_per_token: u64,
 }
@@ -135,10 +149,15 @@ impl<B: Backend> Model<B> {
         let file = GgufFile::open(path)?;
         let (arch, hp) = crate::arch::read_hparams(&file)?;
         let n_ctx = opts.n_ctx.unwrap_or_else(|| kv::default_n_ctx(&hp));
-        let bytes = kv::cache_bytes(&hp, n_ctx, opts.kv_type)?;
+        let n_seq = opts.n_seq.max(1);
+        let stream_cells = if n_seq > 1 { n_ctx + 1 } else { n_ctx };
+        if n_seq > seqs::MAX_SEQ {
+            return Err(Error::Invalid(format!("{n_seq} sequences: at most {}", seqs::MAX_SEQ)));
+        }
+        let bytes = kv::cache_bytes(&hp, stream_cells, opts.kv_type)?.saturating_mul(n_seq as u64);
         // the context keeps the cache's initial zeros and the backend its own copy
         let what = format!(
-            "a {}-position {} KV cache ({} here and {} in the backend)",
+            "a {}-position {} KV cache for {n_seq} sequences ({} here and {} in the backend)",
             n_ctx,
             opts.kv_type.dtype(),
             kv::mib(bytes),
@@ -157,9 +176,10 @@ impl<B: Backend> Model<B> {
         let dt = opts.kv_type.dtype();
         let mut layers = Vec::with_capacity(hp.n_layer);
         for mut l in tensors {
-            let k = ctx.new_tensor_2d(dt, hp.n_embd_k_gqa() as i64, n_ctx as i64)?;
+            let cells = (stream_cells * n_seq) as i64;
+            let k = ctx.new_tensor_2d(dt, hp.n_embd_k_gqa() as i64, cells)?;
             ctx.set_name(k, format!("cache_k.{}", l.index))?;
-            let v = ctx.new_tensor_2d(dt, hp.n_embd_v_gqa() as i64, n_ctx as i64)?;
+            let v = ctx.new_tensor_2d(dt, hp.n_embd_v_gqa() as i64, cells)?;
             ctx.set_name(v, format!("cache_v.{}", l.index))?;
             (l.k_cache, l.v_cache) = (k, v);
             layers.push(l);
@@ -182,7 +202,8 @@ impl<B: Backend> Model<B> {
             steps: HashMap::new(),
             backend,
             storage: None,
-            n_past: 0,
+            past: vec![0; n_seq],
+            stream_cells,
             bytes_per_token: weight_bytes_per_token(&file),
         })
     }
@@ -198,7 +219,7 @@ impl<B: Backend> Model<B> {
     }
     /// Positions already in the KV cache.
     pub fn n_past(&self) -> usize {
-        self.n_past
+        self.past[0]
     }
     /// Tensor headers in the model's context (weights, caches and graphs).
     pub fn context_len(&self) -> usize {
@@ -224,13 +245,13 @@ impl<B: Backend> Model<B> {
                 st.reset_leaf(&self.ctx, l.v_cache)?;
             }
         }
-        self.n_past = 0;
+        self.past.fill(0);
         Ok(())
     }
 
     /// The forward graph for `n` tokens (every position's logits) and its DOT text.
     pub fn dot(&mut self, n: usize) -> Result<String> {
-        let key = StepKey { n, n_kv: self.n_kv(n), all_logits: true };
+        let key = StepKey { n, n_kv: self.n_kv(n), all_logits: true, seq: 0, every_stream: false };
         self.step(key)?;
         let s = &self.steps[&key];
         s.graph.to_dot(&self.ctx, Some(&|id| s.plan.annotation(&self.ctx, id)))
@@ -239,7 +260,7 @@ impl<B: Backend> Model<B> {
     /// Runs `tokens` after the cached positions; returns their logits, position-major
     /// (`tokens.len() × n_vocab`).
     pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.forward(tokens, true)
+        self.forward(0, tokens, true)
     }
 
     /// Runs `tokens` after the cached positions like [`Model::eval`], but returns only
@@ -249,7 +270,7 @@ impl<B: Backend> Model<B> {
     /// the last position alone (the cache still receives every position). What
     /// generation needs, as llama.cpp computes by default.
     pub fn eval_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.forward(tokens, false)
+        self.forward(0, tokens, false)
     }
 
     /// Drops the cached positions from `n` on (a conversation rewound to a shared
@@ -258,31 +279,45 @@ impl<B: Backend> Model<B> {
     /// # Errors
     /// [`Error::Invalid`] when `n > n_past`.
     pub fn truncate_cache(&mut self, n: usize) -> Result<()> {
-        if n > self.n_past {
-            return Err(Error::Invalid(format!("cannot keep {n} cache positions: {} are cached", self.n_past)));
+        if n > self.past[0] {
+            return Err(Error::Invalid(format!("cannot keep {n} cache positions: {} are cached", self.past[0])));
         }
         // later evaluations overwrite the dropped positions, and the mask never shows them
-        self.n_past = n;
+        self.past[0] = n;
         Ok(())
     }
 
-    fn forward(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+    fn forward(&mut self, seq: usize, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
         let n = tokens.len();
         if n == 0 {
             return Ok(Vec::new());
         }
-        if self.n_past + n > self.n_ctx {
+        self.check_seq(seq)?;
+        if self.past[seq] + n > self.n_ctx {
             return Err(Error::Invalid(format!(
                 "{} cached + {n} new tokens exceed the {}-position KV cache",
-                self.n_past, self.n_ctx
+                self.past[seq], self.n_ctx
             )));
         }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
-            return Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab)));
-        }
-        let key = StepKey { n, n_kv: self.n_kv(n), all_logits };
+        self.check_tokens(tokens)?;
+        let n_kv = self.n_kv_of(seq, n);
+        let key = StepKey { n, n_kv, all_logits, seq, every_stream: false };
         self.step(key)?;
         self.set_inputs(key, tokens)?;
+        let logits = self.run_step(key)?;
+        self.past[seq] += n;
+        Ok(logits)
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        match tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
+            Some(&t) => Err(Error::Invalid(format!("token {t} is outside the vocabulary of {}", self.hp.n_vocab))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the planned step `key` (inputs set) and reads its logits.
+    fn run_step(&mut self, key: StepKey) -> Result<Vec<f32>> {
         let s = &self.steps[&key];
         let st = match self.storage.as_mut() {
             None => {
@@ -297,15 +332,16 @@ impl<B: Backend> Model<B> {
             }
         };
         self.backend.compute(&self.ctx, &s.graph, st)?;
-        self.n_past += n;
         st.read_f32(&self.ctx, s.logits)
     }
 
     /// Tokens, positions and masks of the next batch into the step's input tensors.
     fn set_inputs(&mut self, key: StepKey, tokens: &[u32]) -> Result<()> {
-        let (n, p0) = (tokens.len(), self.n_past);
+        let (n, p0) = (tokens.len(), self.past[key.seq]);
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
+        let first = key.seq * self.stream_cells;
+        let cells: Vec<i32> = (p0..p0 + n).map(|p| (first + p) as i32).collect();
         // position i sees cache positions 0..=p0+i, and with a window only the last `window` of them
         let mask = |window: Option<usize>| {
             let mut m = vec![f32::NEG_INFINITY; key.n_kv * n];
@@ -317,9 +353,10 @@ impl<B: Backend> Model<B> {
             m
         };
         let s = &self.steps[&key];
-        let (t, p, m, ms) = (s.tokens, s.pos, s.mask, s.mask_swa);
+        let (t, p, c, m, ms) = (s.tokens, s.pos, s.cells, s.mask, s.mask_swa);
         self.ctx.set_data(t, &ids)?;
         self.ctx.set_data(p, &pos)?;
+        self.ctx.set_data(c, &cells)?;
         self.ctx.set_data(m, &mask(None))?;
         if let (Some(ms), Some(swa)) = (ms, self.hp.swa.as_ref()) {
             let window = swa.window;
@@ -331,7 +368,12 @@ impl<B: Backend> Model<B> {
     /// Cache positions a batch of `n` tokens after the cached ones attends over: those
     /// in use, rounded up to [`KV_PAD`], at most the cache.
     pub fn n_kv(&self, n: usize) -> usize {
-        (self.n_past + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
+        self.n_kv_of(0, n)
+    }
+
+    /// [`Model::n_kv`] for sequence `seq`.
+    fn n_kv_of(&self, seq: usize, n: usize) -> usize {
+        (self.past[seq] + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
     }
 
     /// Planned graphs held now.
@@ -362,20 +404,26 @@ impl<B: Backend> Model<B> {
         Ok(())
     }
 
-    fn build(&mut self, StepKey { n, n_kv, all_logits }: StepKey) -> Result<Step> {
+    fn build(&mut self, key: StepKey) -> Result<Step> {
+        let StepKey { n, n_kv, all_logits, seq, every_stream } = key;
         let c = &mut self.ctx;
         let (nt, nkv) = (n as i64, n_kv as i64);
         let tokens = c.new_tensor_1d(DType::I32, nt)?;
         let pos = c.new_tensor_1d(DType::I32, nt)?;
-        let mask = c.new_tensor_2d(DType::F32, nkv, nt)?;
+        let cells = c.new_tensor_1d(DType::I32, nt)?;
+        // one query row per stream, each its own mask row
+        let mask_ne: &[i64] = if every_stream { &[nkv, 1, 1, nt] } else { &[nkv, nt] };
+        let mask = c.new_tensor(DType::F32, mask_ne)?;
         let mask_swa = match self.hp.swa {
-            Some(_) => Some(c.new_tensor_2d(DType::F32, nkv, nt)?),
+            Some(_) => Some(c.new_tensor(DType::F32, mask_ne)?),
             None => None,
         };
         // set anew before every run: a backend uploads inputs each time (weights once)
-        for t in [tokens, pos, mask].into_iter().chain(mask_swa) {
+        for t in [tokens, pos, cells, mask].into_iter().chain(mask_swa) {
             c.set_input(t)?;
         }
+        let streams = if every_stream { n } else { 1 };
+        let kv = KvSpan { first_cell: seq * self.stream_cells, stream_cells: self.stream_cells, streams };
         let mut x = c.get_rows(self.globals.tok_embd, tokens)?;
         if let Some(s) = self.hp.embd_scale {
             x = c.scale(x, s)?;
@@ -385,6 +433,8 @@ impl<B: Backend> Model<B> {
             c,
             hp: &self.hp,
             pos,
+            cells,
+            kv,
             mask,
             mask_swa,
             n_tokens: nt,
@@ -404,7 +454,7 @@ impl<B: Backend> Model<B> {
         c.set_output(logits)?;
         let graph = Graph::build(c, &[logits])?;
         let plan = self.backend.plan(c, &graph)?;
-        Ok(Step { graph, plan, tokens, pos, mask, mask_swa, logits })
+        Ok(Step { graph, plan, tokens, pos, cells, mask, mask_swa, logits })
     }
 }
 

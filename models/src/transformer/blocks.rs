@@ -21,12 +21,27 @@ pub(crate) struct Adapter {
 /// Adapters by the weight they adapt.
 pub(crate) type Adapters = HashMap<TensorId, Adapter>;
 
+/// Where a graph's keys and values live in the layers' caches: streams of
+/// `stream_cells` cells, one per sequence. A graph of one sequence attends over
+/// the stream from cell `first_cell`; a graph of a token of every stream
+/// (`streams > 1`, `first_cell` 0) over each stream for its own row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KvSpan {
+    pub first_cell: usize,
+    pub stream_cells: usize,
+    pub streams: usize,
+}
+
 /// Builds one graph's blocks: the context, the hyperparameters and the graph's inputs.
 pub(crate) struct Block<'a> {
     pub c: &'a mut Context,
     pub hp: &'a Hparams,
     /// Positions of the batch's tokens (I32, `[n_tokens]`).
     pub pos: TensorId,
+    /// The cache cells their keys and values go to (I32, `[n_tokens]`).
+    pub cells: TensorId,
+    /// The part of the caches attended.
+    pub kv: KvSpan,
     /// Causal mask over the attended cache positions (`[n_kv, n_tokens]`).
     pub mask: TensorId,
     /// The same limited to the sliding window, for windowed layers.
@@ -113,19 +128,24 @@ impl Block<'_> {
         if !self.cached {
             return self.attention_uncached(l, q, k, v, kq_scale);
         }
-        self.c.set_rows(l.k_cache, self.c.reshape(k, &[hd * nkv, nt])?, self.pos)?;
-        self.c.set_rows(l.v_cache, v, self.pos)?;
-        // attention over the first n_kv cache positions, built after the writes (program order)
+        self.c.set_rows(l.k_cache, self.c.reshape(k, &[hd * nkv, nt])?, self.cells)?;
+        self.c.set_rows(l.v_cache, v, self.cells)?;
+        if self.kv.streams > 1 {
+            return self.attention_streams(l, q, kq_scale);
+        }
+        // attention over the stream's first n_kv cache positions, built after the writes (program order)
         let kl = self.c.layout(l.k_cache)?;
         let row_bytes = |w: i64| kl.dtype.row_size(w).unwrap_or(0);
-        let keys = self.c.view_3d(l.k_cache, [hd, n_kv, nkv], kl.nb[1], row_bytes(hd), 0)?;
+        let first = self.kv.first_cell * kl.nb[1];
+        let keys = self.c.view_3d(l.k_cache, [hd, n_kv, nkv], kl.nb[1], row_bytes(hd), first)?;
         let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
         // the queries seen as [hd, nt, nh]
         let q = self.c.permute(q, [0, 2, 1, 3])?;
         if self.fused {
             let vl = self.c.layout(l.v_cache)?;
             let v_head = vl.dtype.row_size(hdv).unwrap_or(0);
-            let values = self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], v_head, 0)?;
+            let values =
+                self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], v_head, self.kv.first_cell * vl.nb[1])?;
             // [hdv, nh, nt]: the heads of each position side by side, as the unfused result
             let o = self.c.flash_attn_ext(q, keys, values, Some(mask), kq_scale, 0.0)?;
             return self.c.reshape(o, &[hdv * nh, nt]);
@@ -136,6 +156,33 @@ impl Block<'_> {
         let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
                                                 // [hdv, nt, nh] seen as [hdv, nh, nt], copied to rows of hdv·nh
         self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
+    }
+
+    /// [`Block::attention`] for a token of every stream (token `s` of the batch is
+    /// stream `s`'s): each query row attends over its own stream's first `n_kv`
+    /// cells, one fused op over the streams (a query row's result does not depend
+    /// on the other streams: their keys are not its keys, and masked keys are skipped).
+    fn attention_streams(&self, l: &Layer, q: TensorId, kq_scale: f32) -> Result<TensorId> {
+        if !self.fused {
+            return Err(rgml::Error::Invalid(
+                "a step of several sequences needs fused attention (flash_attn_ext)".into(),
+            ));
+        }
+        let hp = self.hp;
+        let (hd, hdv, nh, nkv) = (hp.head_dim as i64, hp.head_dim_v as i64, hp.n_head as i64, hp.n_head_kv as i64);
+        let (nt, n_kv, s) = (self.n_tokens, self.n_kv, self.kv.streams as i64);
+        let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
+        // [hd, 1, nh, streams]: one query row per stream
+        let q = self.c.permute(self.c.reshape(q, &[hd, nh, 1, nt])?, [0, 2, 1, 3])?;
+        let (kl, vl) = (self.c.layout(l.k_cache)?, self.c.layout(l.v_cache)?);
+        let stream = |nb1: usize| nb1 * self.kv.stream_cells;
+        let k_head = kl.dtype.row_size(hd).unwrap_or(0);
+        let v_head = vl.dtype.row_size(hdv).unwrap_or(0);
+        let keys = self.c.view_4d(l.k_cache, [hd, n_kv, nkv, s], [kl.nb[1], k_head, stream(kl.nb[1])], 0)?;
+        let values = self.c.view_4d(l.v_cache, [hdv, n_kv, nkv, s], [vl.nb[1], v_head, stream(vl.nb[1])], 0)?;
+        // [hdv, nh, 1, streams]
+        let o = self.c.flash_attn_ext(q, keys, values, Some(mask), kq_scale, 0.0)?;
+        self.c.reshape(o, &[hdv * nh, nt])
     }
 
     /// [`Block::attention`] over the batch's own keys `[head_dim, n_head_kv, n]` and
@@ -158,8 +205,10 @@ impl Block<'_> {
     fn values(&mut self, l: &Layer, hdv: i64, nkv: i64) -> Result<TensorId> {
         let n_kv = self.n_kv;
         let vl = self.c.layout(l.v_cache)?;
+        let first = self.kv.first_cell * vl.nb[1];
         if vl.dtype.is_quantized() {
-            let rows = self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], vl.dtype.row_size(hdv).unwrap_or(0), 0)?;
+            let rows =
+                self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], vl.dtype.row_size(hdv).unwrap_or(0), first)?;
             let f = self.c.new_tensor(DType::F32, &[hdv, n_kv, nkv])?;
             return self.c.permute(self.c.cpy(rows, f)?, [1, 0, 2, 3]);
         }
@@ -168,7 +217,7 @@ impl Block<'_> {
             l.v_cache,
             [n_kv, hdv, nkv, 1],
             [vl.nb[1], es, hdv as usize * es, vl.nb[1] * n_kv as usize],
-            0,
+            first,
         )
     }
 

@@ -68,7 +68,7 @@ pub fn tolerance(case: &str, base: f32, gemma: f32) -> f32 {
 
 /// Every position's logits of `path` on the fixture's prompt, in one batch, on `backend`.
 pub fn logits_on<B: Backend>(path: &Path, kv: KvType, attention: Attention, backend: B) -> Vec<f32> {
-    let opts = LoadOptions { n_ctx: Some(128), kv_type: kv, attention };
+    let opts = LoadOptions { n_ctx: Some(128), kv_type: kv, attention, n_seq: 1 };
     let mut m = Model::load_with(path, opts, backend).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     m.eval(&tokens()).unwrap()
 }
