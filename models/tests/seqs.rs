@@ -119,3 +119,27 @@ fn bad_steps_are_errors() {
     )
     .is_err());
 }
+
+/// The step of several sequences on CUDA (the emulator without a GPU) follows
+/// the CPU's (to rounding: the device sums in its own order).
+#[cfg(feature = "cuda")]
+#[test]
+fn several_sequences_on_cuda_follow_the_cpu() {
+    let Some(dev) = common::cuda() else { return };
+    let toks = tokens();
+    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::F32, attention: Attention::Fused, n_seq: 3 };
+    let file = dir().join("qwen3_q8_0.gguf");
+    let mut cpu = Model::load_with(&file, opts, CpuBackend::new(2).unwrap()).unwrap();
+    let mut gpu = Model::load_with(&file, opts, dev).unwrap();
+    for (s, r) in PROMPTS.iter().take(3).enumerate() {
+        cpu.eval_seq(s, &toks[r.clone()]).unwrap();
+        gpu.eval_seq(s, &toks[r.clone()]).unwrap();
+    }
+    for batch in [vec![(0, 5u32), (1, 6), (2, 7)], vec![(2, 8), (0, 9)], vec![(1, 10)]] {
+        let (a, b) = (cpu.eval_seqs(&batch).unwrap(), gpu.eval_seqs(&batch).unwrap());
+        for (x, y) in a.iter().zip(&b) {
+            let d = x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+            assert!(d <= 1e-3, "{batch:?}: max abs diff {d}");
+        }
+    }
+}
