@@ -44,6 +44,7 @@ pub mod model;
 pub mod perplexity;
 pub mod quantize;
 pub mod sampler;
+pub mod scheduler;
 pub mod synthetic;
 pub mod tokenizer;
 pub mod transformer;

@@ -13,10 +13,18 @@
 //! [`Model::load_on`] on any backend. Graphs are planned with the backend's rules; the
 //! KV cache lives in the backend's storage (a written leaf, kept across the graphs of
 //! different batch sizes).
+//!
+//! Several sequences ([`LoadOptions::n_seq`]) each have a stream of the cache:
+//! [`Model::eval_seq`] runs one, [`Model::eval_seqs`] a token of several in one graph
+//! (what a server's decode step runs). A sequence's logits are the same bits whichever
+//! others share its step: its keys are in its own stream, and the products of the
+//! weight types that keep their bits per row run the same arithmetic at any row count.
 
+mod info;
 pub mod kv;
 pub mod offload;
-mod seqs;
+
+pub use info::{argmax, describe_file, weight_bytes_per_token};
 
 // the shared parts, where they were before they moved to `transformer`
 pub use crate::transformer::{blocks, hparams, weights};
@@ -151,8 +159,8 @@ impl<B: Backend> Model<B> {
         let n_ctx = opts.n_ctx.unwrap_or_else(|| kv::default_n_ctx(&hp));
         let n_seq = opts.n_seq.max(1);
         let stream_cells = if n_seq > 1 { n_ctx + 1 } else { n_ctx };
-        if n_seq > seqs::MAX_SEQ {
-            return Err(Error::Invalid(format!("{n_seq} sequences: at most {}", seqs::MAX_SEQ)));
+        if n_seq > MAX_SEQ {
+            return Err(Error::Invalid(format!("{n_seq} sequences: at most {}", MAX_SEQ)));
         }
         let bytes = kv::cache_bytes(&hp, stream_cells, opts.kv_type)?.saturating_mul(n_seq as u64);
         // the context keeps the cache's initial zeros and the backend its own copy
@@ -458,37 +466,117 @@ impl<B: Backend> Model<B> {
     }
 }
 
-/// What rgml derives from the model file at `path` (for `rgml inspect`), or why it
-/// cannot run it.
-pub fn describe_file(path: &Path) -> String {
-    match GgufFile::open(path).and_then(|f| Hparams::from_gguf(&f)) {
-        Ok(hp) => hp.describe(),
-        Err(e) => format!("rgml cannot run this file: {e}"),
+/// Sequences a model holds at most.
+pub const MAX_SEQ: usize = 256;
+
+impl<B: Backend> Model<B> {
+    /// Sequences the KV cache holds.
+    pub fn n_seq(&self) -> usize {
+        self.past.len()
     }
-}
 
-/// Bytes of weights one decode step reads from the model file `f`: every tensor, but of
-/// the token embeddings one row, unless the output projection is tied to them (no
-/// `output.weight`: then the whole matrix is read for the logits). The bound on decode
-/// speed is the machine's read bandwidth divided by this.
-pub fn weight_bytes_per_token(f: &GgufFile) -> u64 {
-    let tied = f.tensor("output.weight").is_none();
-    f.tensors()
-        .iter()
-        .map(|t| match t.name.as_str() {
-            "token_embd.weight" if !tied => t.size / t.ne[1].max(1) as usize,
-            _ => t.size,
-        } as u64)
-        .sum()
-}
+    /// Positions cached for sequence `seq`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a sequence the model does not hold.
+    pub fn seq_past(&self, seq: usize) -> Result<usize> {
+        self.check_seq(seq)?;
+        Ok(self.past[seq])
+    }
 
-/// Index of the largest value (the first on ties).
-pub fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
+    /// Empties sequence `seq`'s cache (its stream's cells are rewritten as it
+    /// fills again; the mask never shows the old ones).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a sequence the model does not hold.
+    pub fn seq_reset(&mut self, seq: usize) -> Result<()> {
+        self.check_seq(seq)?;
+        self.past[seq] = 0;
+        Ok(())
+    }
+
+    /// Runs `tokens` after sequence `seq`'s cached positions, alone in its graph;
+    /// returns their logits, position-major ([`Model::eval`] is sequence 0's).
+    pub fn eval_seq(&mut self, seq: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(seq, tokens, true)
+    }
+
+    /// [`Model::eval_seq`], returning only the last position's logits (as
+    /// [`Model::eval_last`]: the last layer's tail runs on that position alone).
+    pub fn eval_seq_last(&mut self, seq: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(seq, tokens, false)
+    }
+
+    /// One token for each sequence of `batch` (`(sequence, token)`, each sequence
+    /// at most once) in one graph; returns each one's logits, in `batch`'s order.
+    /// The graph holds a row for every stream (an idle one computes a row nobody
+    /// reads and writes a cell no mask shows), so one graph serves any set of
+    /// sequences; each row attends over its own stream.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty batch, an unknown or repeated sequence, a
+    /// token outside the vocabulary, or a sequence whose cache is full; a model
+    /// with unfused attention cannot run it.
+    pub fn eval_seqs(&mut self, batch: &[(usize, u32)]) -> Result<Vec<Vec<f32>>> {
+        let n = self.n_seq();
+        let mut token = vec![None; n];
+        for &(seq, t) in batch {
+            self.check_seq(seq)?;
+            if token[seq].replace(t).is_some() {
+                return Err(Error::Invalid(format!("sequence {seq} appears twice in one step")));
+            }
+            if self.past[seq] + 1 > self.n_ctx {
+                return Err(Error::Invalid(format!("sequence {seq}'s {}-position cache is full", self.n_ctx)));
+            }
         }
+        if batch.is_empty() {
+            return Err(Error::Invalid("a step of no sequences".into()));
+        }
+        self.check_tokens(&batch.iter().map(|&(_, t)| t).collect::<Vec<_>>())?;
+        let n_kv = batch.iter().map(|&(s, _)| self.n_kv_of(s, 1)).max().unwrap_or(KV_PAD);
+        let key = StepKey { n, n_kv, all_logits: true, seq: 0, every_stream: true };
+        self.step(key)?;
+        let cells = self.stream_cells;
+        let ids: Vec<i32> = token.iter().map(|t| t.map_or(0, |t| t as i32)).collect();
+        let pos: Vec<i32> = (0..n).map(|s| if token[s].is_some() { self.past[s] as i32 } else { 0 }).collect();
+        // an idle stream writes its spare cell, past the positions any mask shows
+        let spare = cells - 1;
+        let cell: Vec<i32> =
+            (0..n).map(|s| (s * cells + if token[s].is_some() { self.past[s] } else { spare }) as i32).collect();
+        let mask = |window: Option<usize>| {
+            let mut m = vec![f32::NEG_INFINITY; n_kv * n];
+            for (s, row) in m.chunks_mut(n_kv).enumerate() {
+                if token[s].is_some() {
+                    let last = self.past[s];
+                    row[window.map_or(0, |w| (last + 1).saturating_sub(w))..=last].fill(0.0);
+                }
+            }
+            m
+        };
+        let (m, m_swa) = (mask(None), self.hp.swa.as_ref().map(|w| mask(Some(w.window))));
+        let st = &self.steps[&key];
+        let (t, p, c, mk, ms) = (st.tokens, st.pos, st.cells, st.mask, st.mask_swa);
+        self.ctx.set_data(t, &ids)?;
+        self.ctx.set_data(p, &pos)?;
+        self.ctx.set_data(c, &cell)?;
+        self.ctx.set_data(mk, &m)?;
+        if let (Some(ms), Some(m_swa)) = (ms, m_swa) {
+            self.ctx.set_data(ms, &m_swa)?;
+        }
+        let logits = self.run_step(key)?;
+        let nv = self.hp.n_vocab;
+        let mut out = Vec::with_capacity(batch.len());
+        for &(seq, _) in batch {
+            out.push(logits[seq * nv..(seq + 1) * nv].to_vec());
+            self.past[seq] += 1;
+        }
+        Ok(out)
     }
-    best as u32
+
+    fn check_seq(&self, seq: usize) -> Result<()> {
+        if seq >= self.past.len() {
+            return Err(Error::Invalid(format!("sequence {seq}: the model holds {}", self.past.len())));
+        }
+        Ok(())
+    }
 }
