@@ -186,3 +186,43 @@ fn repacked_weights_of_every_packing_type_match_in_place_ones() {
         std::fs::remove_file(&path).ok();
     }
 }
+
+/// A row of activations gets the same bits from a product alone or among
+/// others (1 to 33 rows), in place and repacked, for the weight types a
+/// server's decode can batch without changing an answer: Q4_0, Q4_1, Q5_0,
+/// Q8_0 and Q4_K, on rows long enough to span several of the tile's chunks
+/// (before, a lone Q4_1 row of more than 32 blocks summed its min terms once
+/// where a batch summed them per chunk).
+#[test]
+fn a_row_keeps_its_bits_at_any_row_count() {
+    const K4: i64 = 4096;
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K] {
+        let path = weights_file_k(dtype, K4, &format!("rows-{dtype}"));
+        let file = GgufFile::open(&path).unwrap();
+        for repack in [false, true] {
+            let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(repack);
+            let mut rng = Rng(17);
+            let row0 = rng.vec(K4 as usize, 1.0);
+            let mut alone: Option<Vec<u32>> = None;
+            for n in [1i64, 2, 3, 5, 8, 9, 16, 33] {
+                let mut ctx = Context::new();
+                let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
+                let mut x = row0.clone();
+                x.extend(rng.vec(((n - 1) * K4) as usize, 1.0));
+                let xt = ctx.new_tensor_2d(DType::F32, K4, n).unwrap();
+                ctx.set_data(xt, &x).unwrap();
+                let y = ctx.mul_mat(w, xt).unwrap();
+                let g = Graph::build(&ctx, &[y]).unwrap();
+                let got: Vec<u32> = cpu.run(&ctx, &g).unwrap().read_f32(&ctx, y).unwrap()[..M as usize]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                match &alone {
+                    None => alone = Some(got),
+                    Some(a) => assert_eq!(&got, a, "{dtype} repack={repack}: row 0 among {n} rows"),
+                }
+            }
+        }
+        std::fs::remove_file(&path).ok();
+    }
+}

@@ -131,3 +131,63 @@ fn a_request_that_cannot_run_is_refused_and_the_others_go_on() {
     assert!(refused[0].1.contains("64 tokens"), "{}", refused[0].1);
     assert_eq!(tokens, alone(&reqs[1]).0);
 }
+
+/// SmolLM2-135M (Q4_1 and Q8_0 weights; from `.ci/run`, SKIP without it): eight
+/// concurrent greedy requests get exactly the tokens each gets alone, with the
+/// weights in place and repacked.
+#[test]
+fn smollm2_eight_concurrent_greedy_requests_match_each_alone() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !path.exists() {
+        assert!(std::env::var_os("RGML_REQUIRE_MODELS").is_none(), "{} is missing", path.display());
+        eprintln!("SKIP: {} not found (.ci/run downloads it)", path.display());
+        return;
+    }
+    let file = rgml::gguf::GgufFile::open(&path).unwrap();
+    let tok = rgml_models::tokenizer::Tokenizer::from_gguf(&file).unwrap();
+    let texts = [
+        "The capital of France is",
+        "Once upon a time, in a small village,",
+        "def fibonacci(n):",
+        "The three primary colors are",
+        "To make a cup of tea, first",
+        "In 1969, the first humans",
+        "The quick brown fox",
+        "Water boils at",
+    ];
+    let greedy = SamplerParams { temperature: 0.0, ..Default::default() };
+    let reqs: Vec<Request> = texts
+        .iter()
+        .map(|t| Request {
+            prompt: tok.tokenize(t, true, false).unwrap(),
+            max_tokens: 24,
+            sampling: greedy,
+            end: vec![],
+        })
+        .collect();
+    for repack in [false, true] {
+        let load = |n_seq| {
+            let opts = LoadOptions { n_ctx: Some(128), kv_type: KvType::F16, attention: Attention::Fused, n_seq };
+            let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(repack);
+            Model::load_with(&path, opts, cpu).unwrap()
+        };
+        let mut single = load(1);
+        let want: Vec<Vec<u32>> = reqs
+            .iter()
+            .map(|r| {
+                single.reset().unwrap();
+                let mut sampler = Sampler::new(greedy, single.hp.n_vocab).unwrap();
+                let opts = GenerateOptions { max_tokens: r.max_tokens, all_logits: false };
+                let g = single.generate(&r.prompt, &mut sampler, opts, |_| false, |_| ControlFlow::Continue(()));
+                g.unwrap().tokens
+            })
+            .collect();
+        let mut s = Scheduler::new(load(8), 512);
+        let ids: Vec<u64> = reqs.iter().map(|r| s.submit(r.clone())).collect();
+        let got = serve(&mut s, &ids);
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(got[id].0, want[i], "repack={repack}: request {i} ({:?})", texts[i]);
+        }
+    }
+}

@@ -281,18 +281,25 @@ source_blocks!(Q8_0, Packed, pack_q8_0);
 source_blocks!(Iq4Nl, Packed, pack_iq4_nl);
 
 /// One activation row (`a`): each block is packed in registers and used at
-/// once, since no other row would reuse it from the chunk buffer.
+/// once, since no other row would reuse it from the chunk buffer. The sums
+/// restart and finish at every `KC` blocks as [`tile`]'s chunks do, so that a
+/// row gets the bits it gets among others (Q4_1's separate min terms are
+/// added at each chunk's end).
 ///
 /// # Safety
 /// As for [`tile`], with one activation row at `a` and its 16-lane output at `o`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f32, mask: __mmask16) {
-    let mut acc = P::start(_mm512_setzero_ps());
-    for b in 0..nb {
-        acc = w.get(b).dot(acc, a.add(b * PB));
+    let mut sum = _mm512_setzero_ps();
+    for b0 in (0..nb).step_by(KC) {
+        let mut acc = P::start(sum);
+        for b in b0..(b0 + KC).min(nb) {
+            acc = w.get(b).dot(acc, a.add(b * PB));
+        }
+        sum = P::finish(acc);
     }
-    _mm512_mask_storeu_ps(o, mask, P::finish(acc));
+    _mm512_mask_storeu_ps(o, mask, sum);
 }
 
 /// The tile loop over the blocks of `w` (`rows` weight rows).
