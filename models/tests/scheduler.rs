@@ -137,13 +137,7 @@ fn a_request_that_cannot_run_is_refused_and_the_others_go_on() {
 /// weights in place and repacked.
 #[test]
 fn smollm2_eight_concurrent_greedy_requests_match_each_alone() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        assert!(std::env::var_os("RGML_REQUIRE_MODELS").is_none(), "{} is missing", path.display());
-        eprintln!("SKIP: {} not found (.ci/run downloads it)", path.display());
-        return;
-    }
+    let Some(path) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
     let file = rgml::gguf::GgufFile::open(&path).unwrap();
     let tok = rgml_models::tokenizer::Tokenizer::from_gguf(&file).unwrap();
     let texts = [

@@ -101,6 +101,8 @@ pub struct Finetuner<B: Backend = CpuBackend> {
     inputs: Inputs,
     loss: TensorId,
     trained: Vec<Trained>,
+    /// Bytes of the planned graph's buffer.
+    graph_bytes: usize,
     /// Optimizer steps taken.
     step: u64,
     graph: Graph,
@@ -185,8 +187,9 @@ impl<B: Backend> Finetuner<B> {
         let graph = Graph::build(&ctx, &outputs)?;
         let plan = backend.plan(&ctx, &graph)?;
         kv::check_fits(plan.buffer_size() as u64, "the training graph", "a smaller --ctx or --lora needs less")?;
+        let graph_bytes = plan.buffer_size();
         let st = backend.alloc(&ctx, &graph, plan)?;
-        Ok(Finetuner { backend, ctx, file, hp, opts, inputs, loss, trained, step: 0, graph, st })
+        Ok(Finetuner { backend, ctx, file, hp, opts, inputs, loss, trained, graph_bytes, step: 0, graph, st })
     }
 
     fn inputs(ctx: &mut Context, hp: &Hparams, n: usize) -> Result<Inputs> {
@@ -220,7 +223,7 @@ impl<B: Backend> Finetuner<B> {
     }
     /// Bytes of the planned training graph's buffer.
     pub fn graph_bytes(&self) -> usize {
-        self.backend.plan(&self.ctx, &self.graph).map_or(0, |p| p.buffer_size())
+        self.graph_bytes
     }
 
     /// One optimizer step on `window` (`n_ctx + 1` tokens: position `i` learns to
@@ -244,10 +247,11 @@ impl<B: Backend> Finetuner<B> {
         let (tokens, p, mask, labels_t, hyper, swa) = (i.tokens, i.pos, i.mask, i.labels, i.hyper, i.mask_swa);
         self.ctx.set_data(tokens, &ids)?;
         self.ctx.set_data(p, &pos)?;
-        self.ctx.set_data(mask, &causal_mask(n, None))?;
+        let lasts: Vec<Option<usize>> = (0..n).map(Some).collect();
+        self.ctx.set_data(mask, &kv::causal_mask(n, &lasts, None))?;
         if let (Some(ms), Some(s)) = (swa, self.hp.swa.as_ref()) {
             let window = s.window;
-            self.ctx.set_data(ms, &causal_mask(n, Some(window)))?;
+            self.ctx.set_data(ms, &kv::causal_mask(n, &lasts, Some(window)))?;
         }
         self.ctx.set_data(labels_t, &labels)?;
         self.step += 1;
@@ -296,15 +300,4 @@ pub fn windows(len: usize, n_ctx: usize) -> Result<Vec<usize>> {
     }
     let stride = (n_ctx / 2).max(1);
     Ok((0..=len - n_ctx - 1).step_by(stride).collect())
-}
-
-/// Row `i` of `n`: 0 for positions `0..=i` (the last `window` of them with a
-/// window), −∞ elsewhere.
-fn causal_mask(n: usize, window: Option<usize>) -> Vec<f32> {
-    let mut m = vec![f32::NEG_INFINITY; n * n];
-    for (i, row) in m.chunks_mut(n).enumerate() {
-        let first = window.map_or(0, |w| (i + 1).saturating_sub(w));
-        row[first..=i].fill(0.0);
-    }
-    m
 }

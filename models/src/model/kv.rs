@@ -93,3 +93,16 @@ pub fn check_fits(bytes: u64, what: &str, hint: &str) -> Result<()> {
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
+
+/// Causal mask rows over `n_kv` cache cells, one per entry of `lasts`: a row
+/// with `Some(last)` shows cells `..=last` (only the last `window` of them with a
+/// window), a row with `None` shows none; 0 where shown, −∞ elsewhere.
+pub(crate) fn causal_mask(n_kv: usize, lasts: &[Option<usize>], window: Option<usize>) -> Vec<f32> {
+    let mut m = vec![f32::NEG_INFINITY; n_kv * lasts.len()];
+    for (row, last) in m.chunks_mut(n_kv.max(1)).zip(lasts) {
+        if let Some(last) = *last {
+            row[window.map_or(0, |w| (last + 1).saturating_sub(w))..=last].fill(0.0);
+        }
+    }
+    m
+}

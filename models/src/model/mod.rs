@@ -351,15 +351,8 @@ impl<B: Backend> Model<B> {
         let first = key.seq * self.stream_cells;
         let cells: Vec<i32> = (p0..p0 + n).map(|p| (first + p) as i32).collect();
         // position i sees cache positions 0..=p0+i, and with a window only the last `window` of them
-        let mask = |window: Option<usize>| {
-            let mut m = vec![f32::NEG_INFINITY; key.n_kv * n];
-            for (i, row) in m.chunks_mut(key.n_kv).enumerate() {
-                let last = p0 + i;
-                let first = window.map_or(0, |w| (last + 1).saturating_sub(w));
-                row[first..=last].fill(0.0);
-            }
-            m
-        };
+        let lasts: Vec<Option<usize>> = (p0..p0 + n).map(Some).collect();
+        let mask = |window: Option<usize>| kv::causal_mask(key.n_kv, &lasts, window);
         let s = &self.steps[&key];
         let (t, p, c, m, ms) = (s.tokens, s.pos, s.cells, s.mask, s.mask_swa);
         self.ctx.set_data(t, &ids)?;
@@ -543,16 +536,8 @@ impl<B: Backend> Model<B> {
         let spare = cells - 1;
         let cell: Vec<i32> =
             (0..n).map(|s| (s * cells + if token[s].is_some() { self.past[s] } else { spare }) as i32).collect();
-        let mask = |window: Option<usize>| {
-            let mut m = vec![f32::NEG_INFINITY; n_kv * n];
-            for (s, row) in m.chunks_mut(n_kv).enumerate() {
-                if token[s].is_some() {
-                    let last = self.past[s];
-                    row[window.map_or(0, |w| (last + 1).saturating_sub(w))..=last].fill(0.0);
-                }
-            }
-            m
-        };
+        let lasts: Vec<Option<usize>> = (0..n).map(|s| token[s].map(|_| self.past[s])).collect();
+        let mask = |window: Option<usize>| kv::causal_mask(n_kv, &lasts, window);
         let (m, m_swa) = (mask(None), self.hp.swa.as_ref().map(|w| mask(Some(w.window))));
         let st = &self.steps[&key];
         let (t, p, c, mk, ms) = (st.tokens, st.pos, st.cells, st.mask, st.mask_swa);

@@ -80,3 +80,19 @@ pub fn gguf_with(
     w.write(&path).unwrap();
     path
 }
+
+/// `target/models/FILE` (the real models `.ci/run` downloads), or `None` with a
+/// `SKIP:` line when it is missing (a failure with `RGML_REQUIRE_MODELS=1`).
+pub fn model_path(file: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/models").join(file);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("RGML_REQUIRE_MODELS").is_none(),
+        "RGML_REQUIRE_MODELS is set but {} is missing",
+        p.display()
+    );
+    eprintln!("SKIP: {} not found (.ci/run downloads it)", p.display());
+    None
+}
