@@ -1,5 +1,5 @@
 //! The `rgml` program's pieces, on the model library [`rgml_models`]: the commands (run,
-//! chat, tokenize, the GGUF tools, graph cases, plan, demo), the benchmarks with their
+//! chat, serve, tokenize, the GGUF tools, graph cases, plan, demo), the benchmarks with their
 //! workloads, and the `--backend` argument. Tests and benchmarks share them through this
 //! library; the program is `src/main.rs`.
 
@@ -17,5 +17,6 @@ pub mod out;
 pub mod perplexity_cli;
 pub mod plan_report;
 pub mod run;
+pub mod serve;
 pub mod text_cli;
 pub mod workloads;

@@ -3,7 +3,10 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+mod args;
+
+use args::{BenchArgs, DeviceArgs, ExecArgs};
+use clap::{ArgGroup, Parser, Subcommand};
 use rgml_cli::backend_arg::BackendArg;
 use rgml_cli::chat_cli;
 use rgml_cli::run::{Prompt, RunOptions};
@@ -158,6 +161,41 @@ enum Cmd {
         #[command(flatten)]
         exec: ExecArgs,
     },
+    /// Serve a model over HTTP with OpenAI's API (/v1/chat/completions, /v1/completions,
+    /// /v1/models) and /health, /metrics: `--parallel` sequences decoded together
+    /// (continuous batching); a request's tokens do not depend on the others'.
+    Serve {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// The port (0: any free port; the one taken is printed).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Sequences served at once, each with `--n-ctx` positions of KV cache.
+        #[arg(long, default_value_t = 4)]
+        parallel: usize,
+        /// Requests waiting for a sequence at most; more get 503 with Retry-After.
+        #[arg(long, default_value_t = 64)]
+        max_queue: usize,
+        /// Prompt tokens evaluated per step (a longer prompt takes several steps, the
+        /// other sequences decoding in between).
+        #[arg(long, default_value_t = 256)]
+        chunk: usize,
+        /// Every /v1 request must carry `Authorization: Bearer KEY` (401 otherwise).
+        #[arg(long, env = "RGML_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// The largest request body in bytes (413 beyond).
+        #[arg(long, default_value_t = 4 << 20)]
+        max_body: usize,
+        /// Seconds a request's headers, then its body, may take to arrive (a late body
+        /// gets 408; a connection whose headers are late is closed).
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
     /// Print the token ids of a text (or of each JSON string line of a file).
     #[command(group(ArgGroup::new("input").required(true).args(["text", "jsonl"])))]
     Tokenize {
@@ -204,180 +242,6 @@ enum Cmd {
     /// Time the standard workloads; report GB/s and the ratio to a memcpy
     /// (CPU: 64 MiB) or device-to-device copy (CUDA: n×n f32) timed in the same run.
     Bench(BenchArgs),
-}
-
-/// The backend a command runs on (`rgml eval`, `run`, `chat`).
-#[derive(Args)]
-struct DeviceArgs {
-    /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// The backend to run on.
-    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-    backend: BackendArg,
-    /// CUDA device ordinal (with `--backend cuda`).
-    #[arg(long, default_value_t = 0)]
-    device: usize,
-    /// With `--backend cuda` and a model: the last N layers on the device (their
-    /// weights and KV cache), the output layer too when N exceeds the layer count,
-    /// the rest on the CPU, as llama.cpp's `-ngl` (default: all). Ops the device
-    /// lacks run on the CPU either way.
-    #[arg(long)]
-    n_gpu_layers: Option<usize>,
-}
-
-impl DeviceArgs {
-    fn open(&self) -> rgml::Result<rgml::AnyBackend> {
-        if self.n_gpu_layers.is_some() {
-            return Err(rgml::Error::Invalid(
-                "--n-gpu-layers applies to a model (rgml run, chat, bench --model)".into(),
-            ));
-        }
-        self.backend.open(self.threads, self.device)
-    }
-    fn open_for_model(&self, model: &std::path::Path) -> rgml::Result<rgml::AnyBackend> {
-        self.backend.open_for_model(self.threads, self.device, model, self.n_gpu_layers)
-    }
-}
-
-/// Where and how a model runs (`rgml run`, `rgml chat`).
-#[derive(Args)]
-struct ExecArgs {
-    /// KV cache positions (default: the model's context length, at most 4096).
-    #[arg(long)]
-    n_ctx: Option<usize>,
-    /// The KV cache's element type: f16 (as llama.cpp), f32 or q8_0.
-    #[arg(long, default_value = "f16", value_parser = parse_kv)]
-    kv_type: KvType,
-    #[command(flatten)]
-    on: DeviceArgs,
-    #[command(flatten)]
-    repack: RepackArgs,
-    /// Attention as three ops (scores, softmax, values), as llama.cpp without
-    /// flash attention, instead of the fused `flash_attn_ext` (the default).
-    #[arg(long)]
-    unfused_attention: bool,
-}
-
-/// Whether a model's weights are repacked for the CPU's tile kernels.
-#[derive(Args)]
-struct RepackArgs {
-    /// Repack the weight matrices of every type with a tile kernel at the
-    /// CPU's level (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K; Q6_K and IQ4_XS
-    /// at AVX-512 VNNI) once for it: the default on the CPU backend (the
-    /// tile's results at every batch size, streamed sequentially; the copy
-    /// replaces the mapped pages of those weights in memory). CPU only.
-    #[arg(long, conflicts_with = "no_repack")]
-    repack: bool,
-    /// Keep every weight in place, in the file's layout.
-    #[arg(long)]
-    no_repack: bool,
-}
-
-impl RepackArgs {
-    /// The setting for `backend`: as asked, else on for the CPU backend alone.
-    fn on(&self, backend: &rgml::AnyBackend) -> bool {
-        self.repack || (!self.no_repack && matches!(backend, rgml::AnyBackend::Cpu(_)))
-    }
-    /// `backend` with the setting applied.
-    fn apply(&self, backend: rgml::AnyBackend) -> rgml::Result<rgml::AnyBackend> {
-        let on = self.on(&backend);
-        backend.with_repacked_weights(on)
-    }
-}
-
-fn parse_dtype(s: &str) -> Result<rgml::DType, String> {
-    rgml::DType::from_name(s).ok_or_else(|| format!("unknown type {s:?}"))
-}
-
-fn parse_kv(s: &str) -> Result<KvType, String> {
-    KvType::from_name(s).ok_or_else(|| format!("unknown KV cache type {s:?} (f16, f32 or q8_0)"))
-}
-
-impl ExecArgs {
-    fn load(&self) -> rgml_models::model::LoadOptions {
-        use rgml_models::model::{Attention, LoadOptions};
-        let attention = if self.unfused_attention { Attention::Unfused } else { Attention::Auto };
-        LoadOptions { n_ctx: self.n_ctx, kv_type: self.kv_type, attention, n_seq: 1 }
-    }
-
-    fn backend(&self, model: &std::path::Path) -> Result<rgml::AnyBackend, String> {
-        self.on.open_for_model(model).and_then(|b| self.repack.apply(b)).map_err(|e| e.to_string())
-    }
-}
-
-/// The options of `rgml bench`.
-#[derive(Args)]
-struct BenchArgs {
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Where to run the workloads.
-    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-    backend: BackendArg,
-    /// CUDA device ordinal (with --backend cuda; default 0).
-    #[arg(long)]
-    device: Option<usize>,
-    /// Worker threads (0: one per core; CPU only).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Side of the square matrices (default: 4096 on the CPU, 16384 on CUDA).
-    #[arg(long)]
-    n: Option<i64>,
-    /// M = K = N of the F16/BF16 matrix products, and the activation rows of the Q4_0 prompt products (CUDA only; default 8192 and 512).
-    #[arg(long)]
-    mm: Option<i64>,
-    /// Side of the Q4_0 matrix-vector products, a multiple of 32 (CUDA only;
-    /// default: one row at 4096 and one at 16384).
-    #[arg(long)]
-    matvec: Option<i64>,
-    /// Timed runs per workload, or timed passes with --model (the median is
-    /// reported; default 15, with --model 3).
-    #[arg(long)]
-    reps: Option<usize>,
-    /// Time this model file instead of the workloads: one untimed warm-up
-    /// pass, then the median of --reps passes of a prompt and a generation.
-    #[arg(long)]
-    model: Option<std::path::PathBuf>,
-    /// With --model: tokens of the prompt, evaluated as one batch.
-    #[arg(long, default_value_t = 64)]
-    prompt_tokens: usize,
-    /// With --model: tokens generated one at a time after the prompt.
-    #[arg(long, default_value_t = 32)]
-    gen_tokens: usize,
-    /// With --model: whether weights are repacked for the CPU's tiles (as `rgml run`; default on the CPU).
-    #[command(flatten)]
-    repack: RepackArgs,
-    /// With --model: print the time per op kind per token (CPU only).
-    #[arg(long)]
-    profile: bool,
-    /// With --model and --backend cuda: layers on the device, as `rgml run --n-gpu-layers`.
-    #[arg(long)]
-    n_gpu_layers: Option<usize>,
-    /// Also time a synthetic Q4_0 llama (n_embd 2048, 4 layers): prompt and generation tokens/s (on CUDA: with CUDA graphs off and on).
-    #[arg(long)]
-    llama: bool,
-    /// Only the matrix-vector products (N=1, n×n weights) of these weight types,
-    /// comma-separated (`q5_1,q6_K,iq4_xs`; CPU only).
-    #[arg(long, value_delimiter = ',', value_parser = parse_dtype)]
-    types: Option<Vec<rgml::DType>>,
-    /// The streaming rows: matrix-vector products over weights four times the last cache
-    /// (of --types, default the types model files use), each against reading as many bytes.
-    #[arg(long)]
-    stream: bool,
-    /// With --stream: repack the weights for the tile kernels first (as model loads do).
-    #[arg(long, requires = "stream")]
-    stream_repack: bool,
-    /// MiB of weights the streaming rows read, and of the buffer that measures the read
-    /// bandwidth beside --model (default four times the last cache, 256 MiB to 2 GiB).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16384))]
-    stream_mib: Option<u64>,
-    /// With --types: activation rows of those products (default 1).
-    #[arg(long, default_value_t = 1)]
-    act_rows: i64,
-    /// The synthetic llama's KV cache type (with --llama): f16, f32 or q8_0.
-    #[arg(long, default_value = "f16", value_parser = parse_kv)]
-    kv_type: KvType,
 }
 
 fn main() -> ExitCode {
@@ -448,6 +312,25 @@ fn main() -> ExitCode {
             exec.backend(&model)
                 .and_then(|b| chat_cli::chat(&model, &opts, b, std::io::stdin().lock()))
                 .map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Serve { model, host, port, parallel, max_queue, chunk, api_key, max_body, timeout, exec } => {
+            let limits = rgml_cli::serve::Limits {
+                max_body,
+                header_timeout_s: timeout,
+                body_timeout_s: timeout,
+                ..Default::default()
+            };
+            let opts = rgml_cli::serve::ServeOptions {
+                host,
+                port,
+                parallel,
+                max_queue,
+                chunk,
+                api_key,
+                limits,
+                load: exec.load(),
+            };
+            exec.backend(&model).and_then(|b| rgml_cli::serve::serve(model, opts, b)).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {
             text_cli::tokenize(&model, text.as_deref(), jsonl.as_deref(), add_special, parse_special)

@@ -36,6 +36,7 @@
 pub mod arch;
 pub mod chat;
 pub mod conversation;
+pub mod engine;
 pub mod finetune;
 pub mod generate;
 pub mod llama;
@@ -46,5 +47,6 @@ pub mod quantize;
 pub mod sampler;
 pub mod scheduler;
 pub mod synthetic;
+pub mod text_stream;
 pub mod tokenizer;
 pub mod transformer;

@@ -9,11 +9,11 @@
 
 use std::collections::VecDeque;
 
-use rgml::{Backend, Error, Result};
+use rgml::{Backend, Result};
 
 use crate::generate::Stop;
 use crate::model::Model;
-use crate::sampler::{Sampler, SamplerParams};
+use crate::sampler::{logprobs, Logprobs, Sampler, SamplerParams};
 
 /// What a request asks for.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +27,9 @@ pub struct Request {
     /// Tokens that end the generation (not reported as tokens): the
     /// vocabulary's end-of-generation tokens.
     pub end: Vec<u32>,
+    /// Report each generated token's log-probability and this many most likely
+    /// alternatives ([`logprobs`]); `None`: none.
+    pub logprobs: Option<usize>,
 }
 
 /// A request's handle.
@@ -41,6 +44,8 @@ pub enum Event {
         id: RequestId,
         /// The token.
         token: u32,
+        /// Its log-probability and the alternatives', when the request asks.
+        logprobs: Option<Logprobs>,
     },
     /// The request is done; its sequence is free.
     Done {
@@ -54,7 +59,8 @@ pub enum Event {
         tokens: usize,
     },
     /// The request could not run (its prompt does not fit, its sampling
-    /// settings are invalid); nothing was generated.
+    /// settings are invalid) or could not go on (its logits could not be
+    /// sampled); its sequence is free.
     Refused {
         /// The request.
         id: RequestId,
@@ -119,6 +125,15 @@ impl<B: Backend> Scheduler<B> {
             }
             None => false,
         }
+    }
+
+    /// Drops every request, queued or running, and returns their ids: after a
+    /// failed step, whose sequences' caches may hold part of its writes.
+    pub fn abort_all(&mut self) -> Vec<RequestId> {
+        let running = self.slots.iter_mut().filter_map(|s| s.take().map(|a| a.id));
+        let mut ids: Vec<RequestId> = running.collect();
+        ids.extend(self.queue.drain(..).map(|(id, _)| id));
+        ids
     }
 
     /// Requests waiting for a sequence.
@@ -206,13 +221,21 @@ impl<B: Backend> Scheduler<B> {
         let past = self.model.seq_past(seq)?;
         let n_ctx = self.model.n_ctx();
         let Some(a) = self.slots[seq].as_mut() else { return Ok(()) };
-        let token = a.sampler.sample(logits).map_err(|e| Error::Invalid(e.to_string()))?;
+        let token = match a.sampler.sample(logits) {
+            Ok(token) => token,
+            Err(e) => {
+                events.push(Event::Refused { id: a.id, why: e.to_string() });
+                self.slots[seq] = None;
+                return Ok(());
+            }
+        };
         a.sampler.accept(token);
         a.generated += 1;
         let stop = if a.req.end.contains(&token) {
             Some(Stop::EndOfGeneration(token))
         } else {
-            events.push(Event::Token { id: a.id, token });
+            let logprobs = a.req.logprobs.and_then(|top| logprobs(logits, token, top));
+            events.push(Event::Token { id: a.id, token, logprobs });
             if a.generated >= a.req.max_tokens {
                 Some(Stop::MaxTokens)
             } else if past >= n_ctx {

@@ -3,7 +3,9 @@
 //! than requests (some wait in the queue) get exactly the tokens each gets
 //! alone from `Model::generate`, greedy and seeded, whatever the prompt chunk;
 //! a cancelled request stops at once and frees its sequence; a request that
-//! cannot run is refused and the others go on.
+//! cannot run is refused and the others go on. The engine (the scheduler on its
+//! own thread) serves requests from many threads as alone, cancels a request
+//! whose client is gone, bounds its queue and reports a model that fails to load.
 
 mod common;
 
@@ -12,6 +14,7 @@ use std::ops::ControlFlow;
 
 use common::arch::{dir, tokens};
 use rgml::CpuBackend;
+use rgml_models::engine::{Engine, EngineOptions, Health, ModelInfo, Sink, SubmitError};
 use rgml_models::generate::{GenerateOptions, Stop};
 use rgml_models::model::kv::KvType;
 use rgml_models::model::{Attention, LoadOptions, Model};
@@ -35,6 +38,7 @@ fn requests() -> Vec<Request> {
             sampling: if i % 2 == 0 { greedy } else { SamplerParams { seed: 100 + i as u64, ..Default::default() } },
             // a token the tiny model produces, to end some requests early
             end: if i == 3 { vec![tokens()[5]] } else { vec![] },
+            logprobs: (i == 1).then_some(2),
         })
         .collect()
 }
@@ -53,14 +57,25 @@ fn alone(req: &Request) -> (Vec<u32>, Stop) {
     (tokens, g.stop)
 }
 
-/// Runs the scheduler until idle: each request's tokens and stop.
-fn serve(s: &mut Scheduler<CpuBackend>, ids: &[u64]) -> HashMap<u64, (Vec<u32>, Option<Stop>)> {
-    let mut out: HashMap<u64, (Vec<u32>, Option<Stop>)> = ids.iter().map(|&i| (i, (Vec::new(), None))).collect();
+type Served = HashMap<u64, (Vec<u32>, Option<Stop>, usize)>;
+
+/// Runs the scheduler until idle: each request's tokens, stop and tokens with
+/// log-probabilities.
+fn serve(s: &mut Scheduler<CpuBackend>, ids: &[u64]) -> Served {
+    let mut out: Served = ids.iter().map(|&i| (i, (Vec::new(), None, 0))).collect();
     let mut steps = 0;
     while !s.is_idle() {
         for e in s.step().unwrap() {
             match e {
-                Event::Token { id, token } => out.get_mut(&id).unwrap().0.push(token),
+                Event::Token { id, token, logprobs } => {
+                    // a request asking for log-probabilities gets them for every token
+                    if let Some(lp) = logprobs {
+                        assert_eq!((lp.chosen.token, lp.top.len()), (token, 2));
+                        assert!(lp.chosen.logprob <= lp.top[0].logprob && lp.top[1].logprob <= lp.top[0].logprob);
+                        out.get_mut(&id).unwrap().2 += 1;
+                    }
+                    out.get_mut(&id).unwrap().0.push(token)
+                }
                 Event::Done { id, stop, tokens, .. } => {
                     let o = out.get_mut(&id).unwrap();
                     o.1 = Some(stop);
@@ -85,8 +100,10 @@ fn requests_served_together_get_the_tokens_each_gets_alone() {
         assert_eq!((s.queued(), s.busy()), (7, 0));
         let got = serve(&mut s, &ids);
         for (i, id) in ids.iter().enumerate() {
-            let (tokens, stop) = &got[id];
+            let (tokens, stop, with_logprobs) = &got[id];
             assert_eq!((tokens, stop.unwrap()), (&want[i].0, want[i].1), "request {i}, prompt chunk {chunk}");
+            let asked = reqs[i].logprobs.is_some();
+            assert_eq!(*with_logprobs, if asked { tokens.len() } else { 0 }, "request {i}");
         }
     }
 }
@@ -121,7 +138,7 @@ fn a_request_that_cannot_run_is_refused_and_the_others_go_on() {
         for e in s.step().unwrap() {
             match e {
                 Event::Refused { id, why } => refused.push((id, why)),
-                Event::Token { id, token } if id == ok => tokens.push(token),
+                Event::Token { id, token, .. } if id == ok => tokens.push(token),
                 _ => {}
             }
         }
@@ -158,6 +175,7 @@ fn smollm2_eight_concurrent_greedy_requests_match_each_alone() {
             max_tokens: 24,
             sampling: greedy,
             end: vec![],
+            logprobs: None,
         })
         .collect();
     for repack in [false, true] {
@@ -184,4 +202,118 @@ fn smollm2_eight_concurrent_greedy_requests_match_each_alone() {
             assert_eq!(got[id].0, want[i], "repack={repack}: request {i} ({:?})", texts[i]);
         }
     }
+}
+
+/// A sink into a channel, as a server's connection holds its receiver.
+struct ChannelSink(std::sync::mpsc::Sender<Event>, std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Sink for ChannelSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.0.send(event).is_ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.1.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn channel() -> (Box<dyn Sink>, std::sync::mpsc::Receiver<Event>, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    (Box::new(ChannelSink(tx, closed.clone())), rx, closed)
+}
+
+/// The tokens and stop of one request's events, read to its end.
+fn collect(rx: &std::sync::mpsc::Receiver<Event>) -> (Vec<u32>, Stop) {
+    let mut tokens = Vec::new();
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the engine answers") {
+            Event::Token { token, .. } => tokens.push(token),
+            Event::Done { stop, .. } => return (tokens, stop),
+            Event::Refused { why, .. } => panic!("refused: {why}"),
+        }
+    }
+}
+
+#[test]
+fn the_engine_serves_requests_from_many_threads_as_alone() {
+    let reqs = requests();
+    let want: Vec<(Vec<u32>, Stop)> = reqs.iter().map(alone).collect();
+    let engine = Engine::start(|| Ok(load(3)), EngineOptions { chunk: 4, max_queue: 16 });
+    let t = std::time::Instant::now();
+    while engine.health() == Health::Loading {
+        assert!(t.elapsed().as_secs() < 60, "the model loads");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(engine.health(), Health::Ready(ModelInfo { n_seq: 3, n_ctx: 64, n_vocab: load(1).hp.n_vocab }));
+    let got: Vec<(Vec<u32>, Stop)> = std::thread::scope(|s| {
+        let handles: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let engine = &engine;
+                s.spawn(move || {
+                    let (sink, rx, _) = channel();
+                    engine.submit(r.clone(), sink).unwrap();
+                    collect(&rx)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(got, want);
+    let st = engine.stats();
+    assert_eq!((st.requests, st.finished, st.refused, st.cancelled, st.queued, st.busy), (7, 7, 0, 0, 0, 0));
+    let generated: usize = want.iter().map(|(t, s)| t.len() + usize::from(matches!(s, Stop::EndOfGeneration(_)))).sum();
+    assert_eq!(st.generated_tokens, generated as u64);
+    assert_eq!(st.prompt_tokens, reqs.iter().map(|r| r.prompt.len() as u64).sum::<u64>());
+}
+
+#[test]
+fn the_engine_cancels_for_a_gone_client_and_bounds_its_queue() {
+    let reqs = requests();
+    let engine = Engine::start(|| Ok(load(1)), EngineOptions { chunk: 64, max_queue: 2 });
+    while engine.health() == Health::Loading {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let long = Request { max_tokens: 60, ..reqs[0].clone() };
+    // the first runs; a receiver dropped after one token cancels it
+    let (sink, rx, _) = channel();
+    engine.submit(long.clone(), sink).unwrap();
+    assert!(matches!(rx.recv().unwrap(), Event::Token { .. }));
+    drop(rx);
+    // a closed sink cancels a request before it runs, too
+    let (sink, _rx, closed) = channel();
+    closed.store(true, std::sync::atomic::Ordering::Relaxed);
+    engine.submit(long.clone(), sink).unwrap();
+    let (sink, rx, _) = channel();
+    engine.submit(reqs[2].clone(), sink).unwrap();
+    assert_eq!(collect(&rx), alone(&reqs[2]), "the sequence was freed for the next request");
+    let st = engine.stats();
+    assert_eq!((st.cancelled, st.finished, st.busy, st.queued), (2, 1, 0, 0));
+    // one sequence runs and two wait: of four requests at least one is refused
+    let held: Vec<_> = (0..4).map(|_| channel()).collect();
+    let mut results = Vec::new();
+    for (i, (sink, _, _)) in held.into_iter().enumerate() {
+        results.push((i, engine.submit(long.clone(), sink)));
+    }
+    assert!(results.iter().any(|(_, r)| matches!(r, Err(SubmitError::QueueFull(2)))), "{results:?}");
+}
+
+#[test]
+fn an_engine_whose_model_fails_to_load_says_why() {
+    let engine = Engine::start(
+        || Model::load_with(std::path::Path::new("/nonexistent.gguf"), LoadOptions::default(), CpuBackend::new(1)?),
+        EngineOptions { chunk: 8, max_queue: 4 },
+    );
+    let t = std::time::Instant::now();
+    while engine.health() == Health::Loading {
+        assert!(t.elapsed().as_secs() < 10);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(
+        matches!(engine.health(), Health::Failed(why) if why.contains("loading the model failed")),
+        "{:?}",
+        engine.health()
+    );
+    let (sink, _rx, _) = channel();
+    assert!(matches!(engine.submit(requests()[0].clone(), sink), Err(SubmitError::Down(_))));
 }

@@ -36,12 +36,14 @@
 #![warn(missing_docs)]
 
 mod filters;
+mod logprobs;
 mod params;
 mod rng;
 
 use std::collections::VecDeque;
 
 pub use filters::{apply_penalties, candidates, dist, min_p, softmax, temperature, top_k, top_p, Candidate};
+pub use logprobs::{logprobs, Logprobs, TokenLogprob};
 pub use params::{SamplerError, SamplerParams};
 pub use rng::Xoshiro256StarStar;
 
