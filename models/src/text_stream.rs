@@ -104,7 +104,8 @@ mod tests {
     fn suffixes_that_begin_a_stop() {
         assert_eq!(partial_suffix("hello wor", "world"), 3);
         assert_eq!(partial_suffix("hello", "world"), 0);
-        assert_eq!(partial_suffix("ab", "ab"), 1, "a whole stop is found, not held");
+        assert_eq!(partial_suffix("xab", "abc"), 2);
+        assert_eq!(partial_suffix("aa", "aa"), 1, "a proper prefix only: a whole stop is found, not held");
         assert_eq!(partial_suffix("xé", "éa"), 2);
         assert_eq!(partial_suffix("", "a"), 0);
     }

@@ -204,6 +204,58 @@ fn smollm2_eight_concurrent_greedy_requests_match_each_alone() {
     }
 }
 
+/// Gemma-3-270M Q4_K_M (Q5_K/Q6_K kept in place on Zen 4, whose products change
+/// bits with the row count; from `.ci/run`, SKIP without it): a decode step holds a
+/// row for every sequence whoever runs, so in one scheduler a request's tokens and
+/// log-probabilities are the same bits alone and beside three others.
+#[test]
+fn gemma_requests_alone_and_together_in_one_scheduler_are_the_same_bits() {
+    let Some(path) = common::model_path("gemma-3-270m-q4_k_m.gguf") else { return };
+    let file = rgml::gguf::GgufFile::open(&path).unwrap();
+    let tok = rgml_models::tokenizer::Tokenizer::from_gguf(&file).unwrap();
+    let texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "The quick brown fox"];
+    let reqs: Vec<Request> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Request {
+            prompt: tok.tokenize(t, true, false).unwrap(),
+            max_tokens: 16,
+            sampling: SamplerParams {
+                temperature: if i % 2 == 0 { 0.0 } else { 0.8 },
+                seed: i as u64,
+                ..Default::default()
+            },
+            end: vec![],
+            logprobs: Some(1),
+        })
+        .collect();
+    let opts = LoadOptions { n_ctx: Some(64), kv_type: KvType::F16, attention: Attention::Fused, n_seq: 4 };
+    let mut s = Scheduler::new(Model::load_with(&path, opts, CpuBackend::new(2).unwrap()).unwrap(), 512);
+    let logprobs = |s: &mut Scheduler<CpuBackend>, ids: &[u64]| {
+        let mut out: HashMap<u64, Vec<(u32, u32)>> = HashMap::new();
+        while !s.is_idle() {
+            for e in s.step().unwrap() {
+                if let Event::Token { id, token, logprobs: Some(lp) } = e {
+                    out.entry(id).or_default().push((token, lp.chosen.logprob.to_bits()));
+                }
+            }
+        }
+        ids.iter().map(|id| out.remove(id).unwrap()).collect::<Vec<_>>()
+    };
+    let alone: Vec<_> = reqs
+        .iter()
+        .map(|r| {
+            let id = s.submit(r.clone());
+            logprobs(&mut s, &[id]).remove(0)
+        })
+        .collect();
+    let ids: Vec<u64> = reqs.iter().map(|r| s.submit(r.clone())).collect();
+    let together = logprobs(&mut s, &ids);
+    for (i, (a, t)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!((a.len(), a), (16, t), "request {i} ({:?})", texts[i]);
+    }
+}
+
 /// A sink into a channel, as a server's connection holds its receiver.
 struct ChannelSink(std::sync::mpsc::Sender<Event>, std::sync::Arc<std::sync::atomic::AtomicBool>);
 

@@ -44,7 +44,12 @@ pub fn render(http: &HttpCounters, st: &Stats, n_seq: usize) -> String {
     let outcomes = [("finished", st.finished), ("refused", st.refused), ("cancelled", st.cancelled)]
         .map(|(o, v)| (format!("{{outcome=\"{o}\"}}"), v as f64));
     metric("requests_total", "counter", "Requests the engine took.", &one(st.requests as f64));
-    metric("requests_ended_total", "counter", "Requests ended, by outcome.", &outcomes);
+    metric(
+        "requests_ended_total",
+        "counter",
+        "Requests ended, by outcome (cancelled: the client left, or a stop string ended the answer).",
+        &outcomes,
+    );
     metric("prompt_tokens_total", "counter", "Prompt tokens of the finished requests.", &one(st.prompt_tokens as f64));
     metric("tokens_generated_total", "counter", "Tokens generated.", &one(st.generated_tokens as f64));
     let busy_s = st.busy_ns as f64 / 1e9;
