@@ -35,7 +35,10 @@ def stream_one(url, prompt, tokens):
     u = urllib.parse.urlparse(url)
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens, "ignore_eos": True,
-            "temperature": 0, "stream": True}
+            "temperature": 0, "stream": True,
+            # llama-server would reuse the KV cache of an earlier identical prompt; rgml has
+            # no prompt cache, so both evaluate every prompt (rgml ignores the field)
+            "cache_prompt": False}
     t0 = time.perf_counter()
     c.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse()

@@ -14,7 +14,7 @@ mod common;
 use common::Rng;
 use rgml::gguf::{GgufFile, GgufWriter};
 use rgml::quant::tile::tile_kernel;
-use rgml::{load_gguf, Context, CpuBackend, DType, Graph, Plan, CPU_ALIGNMENT};
+use rgml::{load_gguf, Backend, Context, CpuBackend, DType, Graph, Plan, CPU_ALIGNMENT};
 
 const K: i64 = 96;
 const M: i64 = 40; // whole groups of 16 (8) rows and a partial one
@@ -195,21 +195,33 @@ fn repacked_weights_of_every_packing_type_match_in_place_ones() {
 /// where a batch summed them per chunk).
 #[test]
 fn a_row_keeps_its_bits_at_any_row_count() {
-    const K4: i64 = 4096;
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K] {
-        let path = weights_file_k(dtype, K4, &format!("rows-{dtype}"));
+    let types =
+        [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL];
+    // rows of 128 blocks, and of 20 (Gemma-3-270M's 640: shorter than a tile's chunk)
+    let shapes = types.iter().flat_map(|&t| [(t, 4096i64), (t, 640)]).filter(|&(t, k)| k % t.block_size() as i64 == 0);
+    for (dtype, k4) in shapes {
+        let path = weights_file_k(dtype, k4, &format!("rows-{dtype}-{k4}"));
         let file = GgufFile::open(&path).unwrap();
-        for repack in [false, true] {
-            let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(repack);
+        // in place, repacked, and in place with the tile at every row count
+        for (repack, always) in [(false, false), (true, false), (false, true)] {
+            let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(repack).with_row_invariant_products(always);
+            // the types the backend vouches for; the others are not held to it
+            if !cpu.mul_mat_rows_invariant(dtype) {
+                assert!(
+                    !always || tile_kernel(dtype).is_none(),
+                    "{dtype}: with its tile at every row count a type is row-invariant"
+                );
+                continue;
+            }
             let mut rng = Rng(17);
-            let row0 = rng.vec(K4 as usize, 1.0);
+            let row0 = rng.vec(k4 as usize, 1.0);
             let mut alone: Option<Vec<u32>> = None;
             for n in [1i64, 2, 3, 5, 8, 9, 16, 33] {
                 let mut ctx = Context::new();
                 let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
                 let mut x = row0.clone();
-                x.extend(rng.vec(((n - 1) * K4) as usize, 1.0));
-                let xt = ctx.new_tensor_2d(DType::F32, K4, n).unwrap();
+                x.extend(rng.vec(((n - 1) * k4) as usize, 1.0));
+                let xt = ctx.new_tensor_2d(DType::F32, k4, n).unwrap();
                 ctx.set_data(xt, &x).unwrap();
                 let y = ctx.mul_mat(w, xt).unwrap();
                 let g = Graph::build(&ctx, &[y]).unwrap();
@@ -219,7 +231,9 @@ fn a_row_keeps_its_bits_at_any_row_count() {
                     .collect();
                 match &alone {
                     None => alone = Some(got),
-                    Some(a) => assert_eq!(&got, a, "{dtype} repack={repack}: row 0 among {n} rows"),
+                    Some(a) => {
+                        assert_eq!(&got, a, "{dtype} k={k4} repack={repack} always={always}: row 0 among {n} rows")
+                    }
                 }
             }
         }

@@ -57,6 +57,11 @@ pub struct ExecArgs {
     /// flash attention, instead of the fused `flash_attn_ext` (the default).
     #[arg(long)]
     pub unfused_attention: bool,
+    /// Products keep each activation row's bits whatever rows share them (tile
+    /// kernels at every row count, CPU only): `rgml serve`'s setting, so that a
+    /// lone run gives a served answer's bits.
+    #[arg(long)]
+    pub row_invariant: bool,
 }
 
 /// Whether a model's weights are repacked for the CPU's tile kernels.
@@ -102,7 +107,11 @@ impl ExecArgs {
     }
 
     pub fn backend(&self, model: &std::path::Path) -> Result<rgml::AnyBackend, String> {
-        self.on.open_for_model(model).and_then(|b| self.repack.apply(b)).map_err(|e| e.to_string())
+        self.on
+            .open_for_model(model)
+            .and_then(|b| self.repack.apply(b))
+            .and_then(|b| b.with_row_invariant_products(self.row_invariant))
+            .map_err(|e| e.to_string())
     }
 }
 

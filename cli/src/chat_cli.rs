@@ -10,7 +10,7 @@ use rgml::Backend;
 
 use crate::out;
 use crate::run::require_tokenizer;
-use rgml_models::conversation::{template_for, ContextBudget, Conversation, ConversationError, TemplateOrigin};
+use rgml_models::conversation::{ContextBudget, Conversation, ConversationError};
 use rgml_models::generate::{GenerateOptions, Stop};
 use rgml_models::model::{LoadOptions, Model};
 use rgml_models::sampler::{Sampler, SamplerParams};
@@ -96,14 +96,7 @@ pub fn read_line(input: &mut impl BufRead, limit: usize) -> std::io::Result<Opti
 pub fn chat<B: Backend>(model: &Path, opts: &ChatOptions, backend: B, mut input: impl BufRead) -> Result<(), String> {
     let file = GgufFile::open(model).map_err(|e| format!("{}: {e}", model.display()))?;
     let tok = require_tokenizer(&file, model)?;
-    let (template, origin) = template_for(&file, &tok).map_err(|e| e.to_string())?;
-    match origin {
-        TemplateOrigin::File => {}
-        TemplateOrigin::Builtin(name) => {
-            eprintln!("the file has no chat template: using rgml's built-in {name} template")
-        }
-        TemplateOrigin::ChatMl => eprintln!("the file has no chat template: using ChatML, as llama.cpp does"),
-    }
+    let template = crate::run::chat_template(&file, &tok)?;
     let mut m = Model::load_with(model, opts.load, backend).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(opts.sampling, m.hp.n_vocab).map_err(|e| e.to_string())?;
     eprintln!("seed: {}", opts.sampling.seed);

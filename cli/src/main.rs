@@ -330,7 +330,14 @@ fn main() -> ExitCode {
                 limits,
                 load: exec.load(),
             };
-            exec.backend(&model).and_then(|b| rgml_cli::serve::serve(model, opts, b)).map(|()| ExitCode::SUCCESS)
+            // on the CPU every product keeps a row's bits whatever rows share it, so
+            // that a sequence's answer does not depend on its company (nor, with
+            // `run --row-invariant`, on whether it was served)
+            let backend = exec.backend(&model).and_then(|b| match b {
+                rgml::AnyBackend::Cpu(_) => b.with_row_invariant_products(true).map_err(|e| e.to_string()),
+                b => Ok(b),
+            });
+            backend.and_then(|b| rgml_cli::serve::serve(model, opts, b)).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {
             text_cli::tokenize(&model, text.as_deref(), jsonl.as_deref(), add_special, parse_special)

@@ -9,8 +9,9 @@ use rgml::gguf::GgufFile;
 use rgml::Backend;
 
 use crate::outln;
+use rgml_models::chat::ChatTemplate;
 use rgml_models::chat::Message;
-use rgml_models::conversation::{prompt_text, template_for};
+use rgml_models::conversation::{prompt_text, template_for, TemplateOrigin};
 use rgml_models::generate::{GenerateOptions, Generated, Stop};
 use rgml_models::model::{LoadOptions, Model};
 use rgml_models::sampler::{Sampler, SamplerParams};
@@ -57,6 +58,19 @@ pub fn require_tokenizer(file: &GgufFile, path: &Path) -> Result<Tokenizer, Stri
         ),
         e => format!("{}: {e}", path.display()),
     })
+}
+
+/// The chat template of `file`, saying on standard error when it is not the file's own.
+pub fn chat_template(file: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, String> {
+    let (template, origin) = template_for(file, tok).map_err(|e| e.to_string())?;
+    match origin {
+        TemplateOrigin::File => {}
+        TemplateOrigin::Builtin(name) => {
+            eprintln!("the file has no chat template: using rgml's built-in {name} template")
+        }
+        TemplateOrigin::ChatMl => eprintln!("the file has no chat template: using ChatML, as llama.cpp does"),
+    }
+    Ok(template)
 }
 
 /// The text of `--file`, which must be UTF-8.

@@ -43,6 +43,10 @@ pub struct ModelInfo {
     pub n_ctx: usize,
     /// Vocabulary size.
     pub n_vocab: usize,
+    /// A sequence's results are those of its lone run ([`Model::rows_invariant`]);
+    /// otherwise they are still independent of the other sequences, but not equal
+    /// to a one-sequence model's.
+    pub rows_invariant: bool,
 }
 
 /// The engine's state.
@@ -224,7 +228,12 @@ impl Drop for Engine {
 /// The engine's loop: take requests, step, deliver events, until the engine is dropped
 /// and nothing is left to run.
 fn serve<B: Backend>(model: Model<B>, rx: &Receiver<Job>, shared: &Shared, opts: EngineOptions) {
-    let info = ModelInfo { n_seq: model.n_seq(), n_ctx: model.n_ctx(), n_vocab: model.hp.n_vocab };
+    let info = ModelInfo {
+        n_seq: model.n_seq(),
+        n_ctx: model.n_ctx(),
+        n_vocab: model.hp.n_vocab,
+        rows_invariant: model.rows_invariant(),
+    };
     let mut sched = Scheduler::new(model, opts.chunk);
     let mut sinks: HashMap<RequestId, Box<dyn Sink>> = HashMap::new();
     shared.set_health(Health::Ready(info));
@@ -270,13 +279,16 @@ fn serve<B: Backend>(model: Model<B>, rx: &Receiver<Job>, shared: &Shared, opts:
         });
         c.busy_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         c.steps.fetch_add(1, Ordering::Relaxed);
-        for event in events {
-            deliver(event, &mut sinks, &mut sched, c);
-        }
+        // the gauges first: a client that has its last event sees them current
         let now = sched.queued();
         c.queued.fetch_sub(in_queue + received - now, Ordering::AcqRel);
         in_queue = now;
-        c.busy.store(sched.busy(), Ordering::Relaxed);
+        c.busy.store(sched.busy(), Ordering::Release);
+        for event in events {
+            deliver(event, &mut sinks, &mut sched, c);
+        }
+        // (a sink found closed while delivering cancels its request)
+        c.busy.store(sched.busy(), Ordering::Release);
     }
     shared.set_health(Health::Failed("the engine has stopped".into()));
 }

@@ -92,8 +92,9 @@ pub struct Scheduler<B: Backend> {
 }
 
 impl<B: Backend> Scheduler<B> {
-    /// A scheduler over `model`'s sequences, evaluating at most `chunk` prompt
-    /// tokens a step (≥ 1).
+    /// A scheduler over `model`'s sequences; prompts are cut into chunks of
+    /// `chunk` tokens (≥ 1), and a step evaluates chunks until it has taken about
+    /// `chunk` prompt tokens.
     pub fn new(model: Model<B>, chunk: usize) -> Scheduler<B> {
         let slots = (0..model.n_seq()).map(|_| None).collect();
         Scheduler { model, slots, queue: VecDeque::new(), next_id: 0, chunk: chunk.max(1) }
@@ -149,9 +150,9 @@ impl<B: Backend> Scheduler<B> {
         self.queue.is_empty() && self.busy() == 0
     }
 
-    /// One step: queued requests take the free sequences, one prompt chunk is
-    /// evaluated (the oldest request still in its prompt), and every request
-    /// past its prompt gets its next token, all in one graph.
+    /// One step: queued requests take the free sequences (the lowest first),
+    /// every request past its prompt gets its next token (one graph), and prompt
+    /// chunks run, oldest request first, up to `chunk` tokens.
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = Vec::new();
         self.admit(&mut events)?;
@@ -195,22 +196,37 @@ impl<B: Backend> Scheduler<B> {
         Ok(())
     }
 
-    /// The next chunk of the oldest request still in its prompt; its first
-    /// token when the prompt is done.
+    /// Prompt chunks of the requests still in their prompts, oldest first, until
+    /// `chunk` tokens were evaluated this step (at least one chunk); a request's
+    /// first token when its prompt is done. Each prompt is cut at multiples of
+    /// `chunk` whatever runs beside it, so its graphs, and their bits, do not
+    /// depend on the other requests.
     fn prefill(&mut self, events: &mut Vec<Event>) -> Result<()> {
-        let pending = self.slots.iter().enumerate().filter_map(|(s, a)| {
-            let a = a.as_ref()?;
-            (a.prompt_done < a.req.prompt.len()).then_some((a.id, s))
-        });
-        let Some((_, seq)) = pending.min() else { return Ok(()) };
-        let Some(a) = self.slots[seq].as_mut() else { return Ok(()) };
-        let end = (a.prompt_done + self.chunk).min(a.req.prompt.len());
-        let chunk = a.req.prompt[a.prompt_done..end].to_vec();
-        a.prompt_done = end;
-        let done = end == a.req.prompt.len();
-        let logits = self.model.eval_seq_last(seq, &chunk)?;
-        if done {
-            self.sample(seq, &logits, events)?;
+        let mut pending: Vec<(RequestId, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(s, a)| {
+                let a = a.as_ref()?;
+                (a.prompt_done < a.req.prompt.len()).then_some((a.id, s))
+            })
+            .collect();
+        pending.sort_unstable();
+        let mut budget = self.chunk;
+        for (_, seq) in pending {
+            if budget == 0 {
+                break;
+            }
+            let Some(a) = self.slots[seq].as_mut() else { continue };
+            let end = (a.prompt_done + self.chunk).min(a.req.prompt.len());
+            let chunk = a.req.prompt[a.prompt_done..end].to_vec();
+            a.prompt_done = end;
+            budget = budget.saturating_sub(chunk.len());
+            let done = end == a.req.prompt.len();
+            let logits = self.model.eval_seq_last(seq, &chunk)?;
+            if done {
+                self.sample(seq, &logits, events)?;
+            }
         }
         Ok(())
     }

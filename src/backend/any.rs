@@ -77,6 +77,11 @@ impl AnyBackend {
     pub fn with_repacked_weights(self, repack: bool) -> Result<AnyBackend> {
         self.cpu_option("repacked weights", repack, CpuBackend::with_repacked_weights)
     }
+    /// [`CpuBackend::with_row_invariant_products`] on the CPU (an error on CUDA
+    /// when on).
+    pub fn with_row_invariant_products(self, on: bool) -> Result<AnyBackend> {
+        self.cpu_option("row-invariant products", on, CpuBackend::with_row_invariant_products)
+    }
     /// Whether this is a CPU backend that repacks weights ([`CpuBackend::repacks_weights`]).
     pub fn repacks_weights(&self) -> bool {
         matches!(self, AnyBackend::Cpu(b) if b.repacks_weights())
@@ -166,6 +171,13 @@ impl Backend for AnyBackend {
             AnyBackend::Cpu(b) => b.supports_node(ctx, id),
             AnyBackend::Cuda(b) => b.supports_node(ctx, id),
             AnyBackend::Split(b) => b.supports_node(ctx, id),
+        }
+    }
+    fn mul_mat_rows_invariant(&self, dtype: crate::dtype::DType) -> bool {
+        match self {
+            AnyBackend::Cpu(b) => b.mul_mat_rows_invariant(dtype),
+            AnyBackend::Cuda(b) => b.mul_mat_rows_invariant(dtype),
+            AnyBackend::Split(b) => b.mul_mat_rows_invariant(dtype),
         }
     }
     fn take_profile(&self) -> Option<crate::backend::Profile> {

@@ -40,6 +40,14 @@ pub trait Backend {
         let _ = (ctx, id);
         true
     }
+    /// Whether a `mul_mat` with weights of type `dtype` gives each activation row
+    /// the same bits whatever the number of rows beside it (the same kernel and
+    /// summation order at every row count): what lets a server batch sequences
+    /// without changing any one's results. False unless the backend knows.
+    fn mul_mat_rows_invariant(&self, dtype: crate::dtype::DType) -> bool {
+        let _ = dtype;
+        false
+    }
     /// Plans `graph` with this backend's rules.
     fn plan(&self, ctx: &Context, graph: &Graph) -> Result<Plan> {
         Allocator::new(self.rules()).plan(ctx, graph)

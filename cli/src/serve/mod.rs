@@ -32,7 +32,6 @@ use request::Endpoint;
 use rgml::gguf::GgufFile;
 use rgml::Backend;
 use rgml_models::chat::ChatTemplate;
-use rgml_models::conversation::{template_for, TemplateOrigin};
 use rgml_models::engine::{Engine, EngineOptions, Health};
 use rgml_models::model::{LoadOptions, Model};
 use rgml_models::tokenizer::Tokenizer;
@@ -87,7 +86,9 @@ async fn models(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         return e.into_response();
     }
     let meta = match app.engine.health() {
-        Health::Ready(i) => json!({"n_ctx": i.n_ctx, "n_seq": i.n_seq, "n_vocab": i.n_vocab}),
+        Health::Ready(i) => {
+            json!({"n_ctx": i.n_ctx, "n_seq": i.n_seq, "n_vocab": i.n_vocab, "rows_invariant": i.rows_invariant})
+        }
         _ => json!(null),
     };
     let model =
@@ -128,14 +129,7 @@ async fn metrics_text(State(app): State<Arc<App>>) -> Response {
 fn read_text_side(path: &Path) -> Result<(Tokenizer, ChatTemplate, String), String> {
     let file = GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let tok = crate::run::require_tokenizer(&file, path)?;
-    let (template, origin) = template_for(&file, &tok).map_err(|e| e.to_string())?;
-    match origin {
-        TemplateOrigin::File => {}
-        TemplateOrigin::Builtin(name) => {
-            eprintln!("the file has no chat template: using rgml's built-in {name} template")
-        }
-        TemplateOrigin::ChatMl => eprintln!("the file has no chat template: using ChatML, as llama.cpp does"),
-    }
+    let template = crate::run::chat_template(&file, &tok)?;
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     Ok((tok, template, name))
 }

@@ -226,7 +226,8 @@ def test_full_queue():
 
 
 def rgml_run(prompt, n):
-    out = subprocess.run([RGML, "run", MODEL, "--chat", "--prompt", prompt, "--temp", "0", "-n", str(n), "--n-ctx", str(N_CTX)], capture_output=True, text=True, check=True)
+    cmd = [RGML, "run", MODEL, "--chat", "--prompt", prompt, "--temp", "0", "-n", str(n), "--n-ctx", str(N_CTX), "--row-invariant"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
 
 
@@ -239,6 +240,10 @@ def test_batch_invariance():
     for p, a, t in zip(PROMPTS, alone, together):
         check(a.message.content == t.message.content, f"{p!r}: alone {a.message.content!r} together {t.message.content!r}")
         check([e.logprob for e in a.logprobs.content] == [e.logprob for e in t.logprobs.content], f"{p!r}: the same log-probabilities, bit for bit")
+    # the server says whether a sequence's results are its lone run's (true for SmolLM2's
+    # types with the products `rgml serve` and `run --row-invariant` choose)
+    meta = raw("GET", "/v1/models")[2]["data"][0]["meta"]
+    check(meta["rows_invariant"] is True, f"SmolLM2's products keep a row's bits: {meta}")
     for i in (0, 5):
         want = rgml_run(PROMPTS[i], 24)
         check(alone[i].message.content == want, f"rgml run: {want!r} vs served {alone[i].message.content!r}")

@@ -31,6 +31,18 @@ pub fn weight_bytes_per_token(f: &GgufFile) -> u64 {
         .sum()
 }
 
+/// The types of the matrices the model file `f` multiplies by: its 2-D weights, the
+/// token embeddings only when the output projection is tied to them (otherwise they are
+/// only looked up by row).
+pub fn matmul_weight_types(f: &GgufFile) -> std::collections::BTreeSet<rgml::DType> {
+    let tied = f.tensor("output.weight").is_none();
+    f.tensors()
+        .iter()
+        .filter(|t| t.n_dims >= 2 && t.ne[1] > 1 && (tied || t.name != "token_embd.weight"))
+        .map(|t| t.dtype)
+        .collect()
+}
+
 /// Index of the largest value (the first on ties).
 pub fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;

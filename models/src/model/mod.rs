@@ -131,6 +131,9 @@ pub struct Model<B: Backend = CpuBackend> {
     stream_cells: usize,
     /// [`weight_bytes_per_token`] of the file.
     bytes_per_token: u64,
+    /// Every weight matrix's product keeps a row's bits at any row count on this
+    /// backend ([`Backend::mul_mat_rows_invariant`]).
+    rows_invariant: bool,
 }
 
 impl Model<CpuBackend> {
@@ -208,11 +211,12 @@ impl<B: Backend> Model<B> {
             globals,
             layers,
             steps: HashMap::new(),
-            backend,
             storage: None,
             past: vec![0; n_seq],
             stream_cells,
             bytes_per_token: weight_bytes_per_token(&file),
+            rows_invariant: info::matmul_weight_types(&file).into_iter().all(|t| backend.mul_mat_rows_invariant(t)),
+            backend,
         })
     }
 
@@ -377,6 +381,14 @@ impl<B: Backend> Model<B> {
         (self.past[seq] + n).div_ceil(KV_PAD).saturating_mul(KV_PAD).min(self.n_ctx)
     }
 
+    /// Whether every weight matrix's product keeps a row's bits at any row count on
+    /// this backend ([`Backend::mul_mat_rows_invariant`]): then a decode step of
+    /// [`Model::eval_seqs`] computes rows only up to its highest sequence, and a
+    /// sequence's logits equal its lone run's ([`Model::eval`]).
+    pub fn rows_invariant(&self) -> bool {
+        self.rows_invariant
+    }
+
     /// Planned graphs held now.
     pub fn graphs(&self) -> usize {
         self.steps.len()
@@ -502,9 +514,12 @@ impl<B: Backend> Model<B> {
 
     /// One token for each sequence of `batch` (`(sequence, token)`, each sequence
     /// at most once) in one graph; returns each one's logits, in `batch`'s order.
-    /// The graph holds a row for every stream (an idle one computes a row nobody
-    /// reads and writes a cell no mask shows), so one graph serves any set of
-    /// sequences; each row attends over its own stream.
+    /// The graph holds a row for every stream up to the highest sequence of
+    /// `batch` (an idle one computes a row nobody reads and writes a cell no mask
+    /// shows); each row attends over its own stream. Where some weight matrix's
+    /// product changes a row's bits with the row count on this backend, it holds
+    /// a row for every stream whatever `batch` is, so that a sequence's logits
+    /// never depend on which others run beside it.
     ///
     /// # Errors
     /// [`Error::Invalid`] for an empty batch, an unknown or repeated sequence, a
@@ -525,6 +540,8 @@ impl<B: Backend> Model<B> {
         if batch.is_empty() {
             return Err(Error::Invalid("a step of no sequences".into()));
         }
+        let n = if self.rows_invariant { batch.iter().map(|&(s, _)| s + 1).max().unwrap_or(n) } else { n };
+        token.truncate(n);
         self.check_tokens(&batch.iter().map(|&(_, t)| t).collect::<Vec<_>>())?;
         let n_kv = batch.iter().map(|&(s, _)| self.n_kv_of(s, 1)).max().unwrap_or(KV_PAD);
         let key = StepKey { n, n_kv, all_logits: true, seq: 0, every_stream: true };

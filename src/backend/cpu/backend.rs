@@ -26,6 +26,8 @@ pub struct CpuBackend {
     gemm: rayon::ThreadPool,
     poison: bool,
     repack: bool,
+    /// Tile kernels at every row count ([`CpuBackend::with_row_invariant_products`]).
+    tiles_always: bool,
     /// The node times since the last `take_profile`, when profiling.
     profile: Option<Mutex<Profile>>,
 }
@@ -75,7 +77,7 @@ impl CpuBackend {
             .thread_name(|i| format!("rgml-gemm-{i}"))
             .build()
             .map_err(|e| Error::Unavailable { what: "CPU thread pool".into(), why: e.to_string() })?;
-        Ok(CpuBackend { pool, gemm, poison: false, repack: false, profile: None })
+        Ok(CpuBackend { pool, gemm, poison: false, repack: false, tiles_always: false, profile: None })
     }
     /// Poison mode (a debug aid): before a run the plan buffer (inputs
     /// excepted) is filled with NaN bytes, and every range the plan frees is
@@ -98,6 +100,17 @@ impl CpuBackend {
     /// Matrix-vector products stream the weights sequentially (see the README).
     pub fn with_repacked_weights(mut self, repack: bool) -> CpuBackend {
         self.repack = repack;
+        self
+    }
+    /// Row-invariant products (off by default): a weight type with a tile kernel
+    /// runs it at every activation row count, in place too, where it otherwise
+    /// takes the dot kernels below the tile's `min_rows` (their results differ
+    /// from the tile's by rounding). Each row's result then has the same bits
+    /// whatever rows share the product ([`Backend::mul_mat_rows_invariant`]), at
+    /// the price of the tile's per-call packing at one row (Q5_K, Q6_K, IQ4_NL
+    /// and IQ4_XS in place on AVX-512; more types on AVX2).
+    pub fn with_row_invariant_products(mut self, on: bool) -> CpuBackend {
+        self.tiles_always = on;
         self
     }
     /// Profiling (off by default): every compute adds each node's wall time
@@ -165,7 +178,7 @@ impl CpuBackend {
         let CpuStorage { plan, packed, regions, bindings, .. } = storage;
         let regions = regions.as_ref().ok_or_else(|| Error::internal("regions not made"))?;
         self.pool.session(|session| {
-            let ex = Exec { pool: Some(session), gemm: Some(&self.gemm) };
+            let ex = Exec { pool: Some(session), gemm: Some(&self.gemm), tiles_always: self.tiles_always };
             let mut k = CpuKernels { ex, ctx, plan, buf, packed: self.repack.then_some(packed) };
             if self.poison && steps.start == 0 {
                 exec::poison_all(&mut k, ctx, graph, plan, buf.1)?;
@@ -205,6 +218,14 @@ impl Backend for CpuBackend {
     }
     fn compute_steps(&self, ctx: &Context, graph: &Graph, storage: &mut CpuStorage, steps: Range<usize>) -> Result<()> {
         CpuBackend::compute_steps(self, ctx, graph, storage, steps)
+    }
+    /// The tile kernels at every row count: types whose tile runs from one row in
+    /// place, types this backend repacks, every type with a tile under
+    /// [`CpuBackend::with_row_invariant_products`] (measured in `tests/repack.rs`);
+    /// the others switch between the dot kernels and the tile, or (F32) the GEMM.
+    fn mul_mat_rows_invariant(&self, dtype: crate::dtype::DType) -> bool {
+        crate::quant::tile::tile_kernel(dtype)
+            .is_some_and(|t| t.min_rows() == 1 || self.tiles_always || self.repacks_type(dtype))
     }
     fn take_profile(&self) -> Option<Profile> {
         let p = self.profile.as_ref()?;

@@ -50,7 +50,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     let a = packed_rows(ex, a, &mut a_tmp)?;
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
     // repacked weights take the tile at every row count: no per-call packing to amortize
-    let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some()) && k > 0);
+    let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some() || ex.tiles_always) && k > 0);
     // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
     let blocks_of_dots =
         tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();

@@ -296,11 +296,13 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 1 << 15;
 pub(crate) struct Exec<'a> {
     pub(crate) pool: Option<&'a Session<'a>>,
     pub(crate) gemm: Option<&'a rayon::ThreadPool>,
+    /// Tile kernels at every row count (row-invariant products).
+    pub(crate) tiles_always: bool,
 }
 
 impl Exec<'_> {
     /// Everything on the calling thread.
-    pub(crate) const ONE: Exec<'static> = Exec { pool: None, gemm: None };
+    pub(crate) const ONE: Exec<'static> = Exec { pool: None, gemm: None, tiles_always: false };
 
     /// Calls `f` on ranges covering `0..n`, in parallel when `n * cost` is large.
     /// `cost` is the work of one item, in element-operations.

@@ -46,7 +46,7 @@ fn reference(src: &[f32], ne: [i64; 4], nb: [usize; 4]) -> Vec<f32> {
 fn run_copy(src: &mut [f32], ne: [i64; 4], nb: [usize; 4], threads: bool) -> Vec<f32> {
     let pool = pool();
     pool.session(|session| {
-        let ex = Exec { pool: threads.then_some(session), gemm: None };
+        let ex = Exec { pool: threads.then_some(session), gemm: None, tiles_always: false };
         let s = Strided::new(src.as_ptr().cast(), src.len() * 4, 0, Layout { dtype: DType::F32, ne, nb, block_dim: 0 })
             .unwrap();
         let mut out = vec![f32::NAN; (ne.iter().product::<i64>()) as usize];
