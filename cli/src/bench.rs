@@ -89,7 +89,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 const MIN_TIMED_S: f64 = 0.25;
 
 /// Median seconds of at least `reps` runs of `f` after one warm-up run (more
-/// runs, up to 1000, when `reps` would take under [`MIN_TIMED_S`]).
+/// runs, up to 1000, when `reps` would take under a quarter of a second).
 pub fn time<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
     let s = Instant::now();
     f()?;

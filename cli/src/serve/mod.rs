@@ -2,7 +2,7 @@
 //! [`Engine`] (continuous batching across `--parallel` sequences). This module is the
 //! thin HTTP layer: hyper speaks HTTP/1.1 (header-read timeouts, a bound on open
 //! connections), axum routes; `/v1/chat/completions` and `/v1/completions`
-//! ([`complete`]), `/v1/models`, `/health`, `/metrics`. Every error is OpenAI's error
+//! (`complete.rs`), `/v1/models`, `/health`, `/metrics`. Every error is OpenAI's error
 //! JSON ([`error::ApiError`]).
 
 mod answer;

@@ -1,7 +1,7 @@
 //! The architectures rgml runs, one module each, on the shared blocks of
 //! [`crate::transformer`]: what each reads from the metadata beyond the common keys, which
 //! tensors it needs, and its transformer block, given as an
-//! [`Architecture`](crate::transformer::Architecture); and the registry of them, [`ARCHS`].
+//! [`Architecture`]; and the registry of them, [`ARCHS`].
 
 mod gemma3;
 mod llama;
