@@ -122,8 +122,8 @@ impl SamplingArgs {
     }
 }
 
-/// A seed from the clock and the process id.
-fn random_seed() -> u64 {
+/// A seed from the clock and the process id (the sampler then runs deterministically from it).
+pub fn random_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let mut z = t ^ (u64::from(std::process::id()) << 32);
     // SplitMix64's finaliser spreads nearby clocks apart

@@ -80,7 +80,7 @@ async fn run(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) 
     let prefix = if endpoint == Endpoint::Chat { "chatcmpl" } else { "cmpl" };
     let meta = Meta {
         id: format!("{prefix}-rgml{}-{id}", app.started),
-        created: unix_now(),
+        created: super::app::unix_now(),
         model: app.model_name.clone(),
         endpoint,
     };
@@ -112,41 +112,40 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<axum::b
 /// (the model's special tokens added, special-token text parsed, as llama-server), ids
 /// as given (checked against the vocabulary).
 async fn tokenize(app: &Arc<App>, endpoint: Endpoint, params: Params) -> Result<Vec<u32>, ApiError> {
-    let text = match endpoint {
-        Endpoint::Chat => {
-            let messages = params.messages()?;
-            let app = Arc::clone(app);
-            let rendered = tokio::task::spawn_blocking(move || app.template.apply(&messages, true))
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-                .map_err(|e| {
-                    ApiError::bad_param("messages", format!("the chat template failed on these messages: {e}"))
-                })?;
-            rendered
-        }
+    let source = match endpoint {
+        Endpoint::Chat => Ok(params.messages()?),
         Endpoint::Completions => match params.prompt()? {
-            PromptInput::Text(t) => t,
+            PromptInput::Text(t) => Err(t),
             PromptInput::Tokens(ids) => {
                 let n_vocab = app.tok.n_vocab();
                 if let Some(bad) = ids.iter().find(|&&t| t as usize >= n_vocab) {
-                    return Err(ApiError::bad_param(
-                        "prompt",
-                        format!("prompt: token {bad} is outside the vocabulary of {n_vocab}"),
-                    ));
+                    let why = format!("prompt: token {bad} is outside the vocabulary of {n_vocab}");
+                    return Err(ApiError::bad_param("prompt", why));
                 }
                 return Ok(ids);
             }
         },
     };
+    // rendering and tokenizing take time in proportion to the body: off the connections' threads
     let app = Arc::clone(app);
-    tokio::task::spawn_blocking(move || {
+    let ids = tokio::task::spawn_blocking(move || {
+        let text = match source {
+            Ok(messages) => app.template.apply(&messages, true).map_err(|e| {
+                ApiError::bad_param("messages", format!("the chat template failed on these messages: {e}"))
+            })?,
+            Err(text) => text,
+        };
         let text = if endpoint == Endpoint::Chat { prompt_text(&text, &app.tok) } else { &text };
-        app.tok.tokenize(text, true, true)
+        app.tok
+            .tokenize(text, true, true)
+            .map_err(|e| ApiError::bad_request(format!("tokenizing the prompt failed: {e}")))
     })
     .await
-    .map_err(|e| ApiError::internal(e.to_string()))?
-    .map_err(|e| ApiError::bad_request(format!("tokenizing the prompt failed: {e}")))
-    .and_then(|ids| if ids.is_empty() { Err(ApiError::bad_request("the prompt is empty")) } else { Ok(ids) })
+    .map_err(|e| ApiError::internal(e.to_string()))??;
+    if ids.is_empty() {
+        return Err(ApiError::bad_request("the prompt is empty"));
+    }
+    Ok(ids)
 }
 
 /// Waits for the whole answer.
@@ -236,8 +235,4 @@ impl Streaming {
         self.out.push_back(SseEvent::default().data("[DONE]"));
         self.rx = None;
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }

@@ -157,7 +157,7 @@ pub fn serve<B: Backend + Send + 'static>(model: PathBuf, opts: ServeOptions, ba
             move || Model::load_with(&path, load, backend),
             EngineOptions { chunk: opts.chunk, max_queue: opts.max_queue },
         );
-        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let started = app::unix_now();
         let app = Arc::new(App {
             engine,
             tok: Arc::new(tok),

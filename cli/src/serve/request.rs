@@ -293,7 +293,7 @@ impl Params {
             frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
             presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
             repeat_last_n: self.repeat_last_n.unwrap_or(d.repeat_last_n),
-            seed: self.seed.unwrap_or_else(random_seed),
+            seed: self.seed.unwrap_or_else(crate::text_cli::random_seed),
             ..d
         };
         p.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -343,15 +343,6 @@ impl Params {
         let stream = self.stream.unwrap_or(false);
         (stream, stream && self.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false))
     }
-}
-
-/// A seed for a request that gives none: from the process's random hasher keys and
-/// the clock (distinct per request; the sampler then runs deterministically from it).
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
-    h.finish()
 }
 
 #[cfg(test)]

@@ -81,18 +81,7 @@ pub fn gguf_with(
     path
 }
 
-/// `target/models/FILE` (the real models `.ci/run` downloads), or `None` with a
-/// `SKIP:` line when it is missing (a failure with `RGML_REQUIRE_MODELS=1`).
-pub fn model_path(file: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/models").join(file);
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("RGML_REQUIRE_MODELS").is_none(),
-        "RGML_REQUIRE_MODELS is set but {} is missing",
-        p.display()
-    );
-    eprintln!("SKIP: {} not found (.ci/run downloads it)", p.display());
-    None
-}
+// `target/models/FILE` or a SKIP line: the one helper the CLI's tests use too
+#[path = "../../../cli/tests/common/models.rs"]
+mod models;
+pub use models::model_path;
