@@ -26,7 +26,7 @@ extern "C" __global__ void rg_repeat_back(char* dst, RgT d, const char* a, RgT t
 }
 
 // f'(x) in double for the unary op codes of unary.cu (0 relu, 1 gelu: its tanh
-// approximation, 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp).
+// approximation, 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 8 sigmoid).
 __device__ double rg_derivative(int op, double x) {
     switch (op) {
     case 0: return x > 0.0 ? 1.0 : 0.0;
@@ -42,6 +42,10 @@ __device__ double rg_derivative(int op, double x) {
     case 3: return -1.0;
     case 4: return 2.0 * x;
     case 5: return 0.5 / sqrt(x);
+    case 8: {
+        const double s = 1.0 / (1.0 + exp(-x));
+        return s * (1.0 - s);
+    }
     default: return exp(x);
     }
 }

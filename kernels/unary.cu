@@ -1,5 +1,5 @@
 // Elementwise unary ops and scale, and the gated linear units. op: 0 relu, 1 gelu (tanh approximation, f16-rounded),
-// 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 7 scale by `param` (UNARY_* in
+// 2 silu, 3 neg, 4 sqr, 5 sqrt, 6 exp, 7 scale by `param`, 8 sigmoid (UNARY_* in
 // src/backend/cuda/kernels.rs). Same formulas as src/backend/cpu/elementwise.rs.
 // Compiled with prelude.cuh prepended.
 
@@ -20,6 +20,7 @@ __device__ __forceinline__ float rg_unop(int op, float param, float x) {
     case 4: return x * x;
     case 5: return sqrtf(x);
     case 6: return expf(x);
+    case 8: return 1.0f / (1.0f + expf(-x));
     default: return x * param;
     }
 }

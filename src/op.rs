@@ -26,12 +26,22 @@ pub enum UnaryOp {
     Sqrt,
     /// `exp(x)`.
     Exp,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
 }
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 7] =
-        [UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::Silu, UnaryOp::Neg, UnaryOp::Sqr, UnaryOp::Sqrt, UnaryOp::Exp];
+    pub const ALL: [UnaryOp; 8] = [
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Silu,
+        UnaryOp::Neg,
+        UnaryOp::Sqr,
+        UnaryOp::Sqrt,
+        UnaryOp::Exp,
+        UnaryOp::Sigmoid,
+    ];
 
     /// ggml's name.
     pub fn name(self) -> &'static str {
@@ -43,6 +53,7 @@ impl UnaryOp {
             UnaryOp::Sqr => "sqr",
             UnaryOp::Sqrt => "sqrt",
             UnaryOp::Exp => "exp",
+            UnaryOp::Sigmoid => "sigmoid",
         }
     }
 }
@@ -263,6 +274,23 @@ pub enum Op {
         a: TensorId,
         /// The activations.
         b: TensorId,
+    },
+    /// ggml's `mul_mat_id`: for each token `t` and slot `s`, the product of
+    /// expert matrix `ids[s, t]` of `a` with row `(s mod b.ne1, t)` of `b`.
+    MulMatId {
+        /// The experts' weights `[K, M, n_expert]` (any `mul_mat` weight type).
+        a: TensorId,
+        /// The activations `[K, n_b, n_tokens]`, `n_b` 1 (shared by every slot) or `n_used`.
+        b: TensorId,
+        /// I32 expert numbers `[n_used, n_tokens]`.
+        ids: TensorId,
+    },
+    /// ggml's `argsort`: each row's element indices in value order (I32).
+    Argsort {
+        /// The values.
+        a: TensorId,
+        /// Largest first (else smallest first); equal values keep index order.
+        descending: bool,
     },
     /// ggml's `get_rows`: rows of `table` picked by the I32 `index`.
     GetRows {
@@ -524,6 +552,8 @@ impl Op {
             Op::CountEqual { .. } => "count_equal",
             Op::CrossEntropyLoss { .. } => "cross_entropy_loss",
             Op::MulMat { .. } => "mul_mat",
+            Op::MulMatId { .. } => "mul_mat_id",
+            Op::Argsort { .. } => "argsort",
             Op::GetRows { .. } => "get_rows",
             Op::SetRows { .. } => "set_rows",
             Op::RmsNorm { .. } => "rms_norm",
@@ -556,6 +586,7 @@ impl Op {
             | Op::Sum { a }
             | Op::Mean { a }
             | Op::Argmax { a }
+            | Op::Argsort { a, .. }
             | Op::RmsNorm { a, w: None, .. }
             | Op::Norm { a, .. }
             | Op::DiagMaskInf { a, .. }
@@ -569,6 +600,7 @@ impl Op {
                 vec![a, b]
             }
             Op::GetRows { table, index } => vec![table, index],
+            Op::MulMatId { a, b, ids } => vec![a, b, ids],
             Op::SetRows { dst, rows, index } => vec![dst, rows, index],
             Op::SoftMax { a, mask, .. } => std::iter::once(a).chain(mask).collect(),
             Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
@@ -629,7 +661,7 @@ impl Op {
     /// The operand a matrix product reads as its weights (`mul_mat`'s `a`).
     pub fn weight(&self) -> Option<TensorId> {
         match *self {
-            Op::MulMat { a, .. } => Some(a),
+            Op::MulMat { a, .. } | Op::MulMatId { a, .. } => Some(a),
             _ => None,
         }
     }
@@ -648,7 +680,8 @@ impl Op {
     /// The least memory traffic of the op producing `out`: zero for leaves
     /// and metadata ops; for compute ops every source element read once and
     /// every result element written once (`cpy` does not read its
-    /// destination; `get_rows` reads the picked rows, `set_rows` writes them).
+    /// destination; `get_rows` reads the picked rows, `set_rows` writes them;
+    /// `mul_mat_id` at most as many expert matrices as it has picks).
     pub fn traffic(&self, layout: impl Fn(TensorId) -> Result<Layout>, out: &Layout) -> Result<Traffic> {
         let written = stored_bytes(out);
         let read = match *self {
@@ -656,6 +689,12 @@ impl Op {
             Op::Cpy { src, .. } => stored_bytes(&layout(src)?),
             Op::GetRows { table, index } => {
                 stored_bytes(&layout(index)?) + out.nrows() as u64 * layout(table)?.row_size() as u64
+            }
+            Op::MulMatId { a, b, ids } => {
+                let (la, li) = (layout(a)?, layout(ids)?);
+                let experts = (li.nelements() as u64).min(la.ne[2] as u64);
+                let matrix = stored_bytes(&la) / (la.ne[2].max(1) as u64);
+                experts * matrix + stored_bytes(&layout(b)?) + stored_bytes(&li)
             }
             Op::SetRows { rows, index, .. } => {
                 let rows = layout(rows)?;
@@ -672,7 +711,7 @@ impl Op {
     pub fn flops(&self, layout: impl Fn(TensorId) -> Result<Layout>, out: &Layout) -> Result<u64> {
         let n = out.nelements() as u64;
         Ok(match *self {
-            Op::MulMat { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
+            Op::MulMat { a, .. } | Op::MulMatId { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
             Op::Back(BackOp::UnaryBack { .. }) => 4 * n,
             Op::Back(BackOp::RmsNormBack { .. }) | Op::Back(BackOp::AdamwUpdate { .. }) => 6 * n,
@@ -681,6 +720,11 @@ impl Op {
             Op::Glu { .. } => 2 * n,
             Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {
                 layout(a)?.nelements() as u64
+            }
+            // a comparison sort of each row: n log2 n comparisons
+            Op::Argsort { a, .. } => {
+                let ne0 = layout(a)?.ne[0].max(1) as u64;
+                n * (64 - ne0.leading_zeros() as u64)
             }
             // a max, an exp, a sum and a product per element
             Op::CrossEntropyLoss { logits, .. } => 4 * layout(logits)?.nelements() as u64,

@@ -128,6 +128,18 @@ pub(crate) trait Kernels {
     fn sum(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// ggml's `mul_mat` with weights `a` (the leaf or node `weights`).
     fn mul_mat(&mut self, dst: Self::Dst, a: Self::Src, b: Self::Src, weights: TensorId) -> Result<()>;
+    /// ggml's `mul_mat_id`: expert `ids[s, t]` of `a` (the leaf or node
+    /// `weights`) times row `(s mod b.ne1, t)` of `b`.
+    fn mul_mat_id(
+        &mut self,
+        dst: Self::Dst,
+        a: Self::Src,
+        b: Self::Src,
+        ids: Self::Src,
+        weights: TensorId,
+    ) -> Result<()>;
+    /// Each row's I32 element indices in value order (ties in index order).
+    fn argsort(&mut self, descending: bool, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// Rows of `table` at the I32 `index`.
     fn get_rows(&mut self, dst: Self::Dst, table: Self::Src, index: Self::Src) -> Result<()>;
     /// `rows` into `dst` at the I32 `index`.
@@ -396,6 +408,8 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::CountEqual { a, b } => k.count_equal(dst, src(a)?, src(b)?),
         Op::CrossEntropyLoss { logits, labels } => k.cross_entropy_loss(dst, src(logits)?, src(labels)?),
         Op::MulMat { a, b } => k.mul_mat(dst, src(a)?, src(b)?, a),
+        Op::MulMatId { a, b, ids } => k.mul_mat_id(dst, src(a)?, src(b)?, src(ids)?, a),
+        Op::Argsort { a, descending } => k.argsort(descending, dst, src(a)?),
         Op::GetRows { table, index } => k.get_rows(dst, src(table)?, src(index)?),
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),
         Op::RmsNorm { a, eps, w } => k.rms_norm(eps, dst, src(a)?, opt(w)?),

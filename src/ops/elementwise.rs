@@ -108,6 +108,7 @@ unary_ops! {
     sqr, sqr_inplace, Sqr, "`a * a`.";
     sqrt, sqrt_inplace, Sqrt, "`sqrt(a)`.";
     exp, exp_inplace, Exp, "`exp(a)`.";
+    sigmoid, sigmoid_inplace, Sigmoid, "`1 / (1 + exp(-a))`.";
 }
 
 impl Context {
@@ -140,7 +141,7 @@ impl Context {
             Op::Unary { op, .. } => out.put(0, || match op {
                 // relu' is 1 where the output is positive: read the output, so relu_inplace keeps a gradient
                 UnaryOp::Relu => self.unary_back(op, y, g),
-                UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr => self.unary_back(op, n.x[0], g),
+                UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr | UnaryOp::Sigmoid => self.unary_back(op, n.x[0], g),
                 UnaryOp::Neg => self.neg(g),
                 UnaryOp::Sqrt => self.div(self.scale(g, 0.5)?, y),
                 UnaryOp::Exp => self.mul(g, y),
@@ -156,7 +157,7 @@ pub(super) fn saved(n: &GradNode) -> Option<Vec<TensorId>> {
     Some(match n.op {
         Op::Binary { op: BinaryOp::Mul, .. } => n.x.to_vec(),
         Op::Binary { op: BinaryOp::Div, .. } => vec![n.x[1], n.id],
-        Op::Unary { op: UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr, .. } => vec![n.x[0]],
+        Op::Unary { op: UnaryOp::Gelu | UnaryOp::Silu | UnaryOp::Sqr | UnaryOp::Sigmoid, .. } => vec![n.x[0]],
         Op::Unary { op: UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Exp, .. } => vec![n.id],
         _ => return None,
     })

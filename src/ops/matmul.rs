@@ -42,6 +42,48 @@ impl Context {
         }
         self.new_result(Op::MulMat { a, b }, DType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])
     }
+
+    /// ggml's `mul_mat_id(as, b, ids)`: a product choosing its weight matrix
+    /// per token, the experts of a mixture-of-experts layer. `as` holds
+    /// `n_expert` matrices `[K, M, n_expert]` (the weight types of
+    /// [`Context::mul_mat`]); `ids` is I32 `[n_used, n_tokens]`; `b` is
+    /// `[K, n_b, n_tokens]` with `n_b` 1 (every slot reads the token's one row) or
+    /// `n_used`. The F32 result is `[M, n_used, n_tokens]` with
+    /// `out[:, s, t] = as[:, :, ids[s, t]] · b[:, s mod n_b, t]`. An expert number
+    /// outside `0..n_expert` is an error when the graph runs.
+    pub fn mul_mat_id(&self, experts: TensorId, b: TensorId, ids: TensorId) -> Result<TensorId> {
+        let (la, li) = (self.layout(experts)?, self.layout(ids)?);
+        if !crate::quant::dot::WEIGHT_TYPES.contains(&la.dtype) {
+            return Err(Error::Unsupported { op: "mul_mat_id", dtype: la.dtype });
+        }
+        let lb = self.require_float("mul_mat_id", b)?;
+        if li.dtype != DType::I32 {
+            return Err(Error::DTypeMismatch {
+                what: "mul_mat_id expert ids".into(),
+                expected: DType::I32,
+                found: li.dtype,
+            });
+        }
+        let (n_used, n_tokens) = (li.ne[0], li.ne[1]);
+        let fits = la.ne[0] == lb.ne[0]
+            && la.ne[3] == 1
+            && li.ne[2] == 1
+            && li.ne[3] == 1
+            && lb.ne[2] == n_tokens
+            && lb.ne[3] == 1
+            && (lb.ne[1] == 1 || lb.ne[1] == n_used);
+        if !fits {
+            return Err(Error::shape(
+                "mul_mat_id",
+                format!(
+                    "experts ne={:?}, activations ne={:?} and ids ne={:?} do not fit [K, M, n_expert], \
+                     [K, 1 or n_used, n_tokens] and [n_used, n_tokens]",
+                    la.ne, lb.ne, li.ne
+                ),
+            ));
+        }
+        self.new_result(Op::MulMatId { a: experts, b, ids }, DType::F32, [la.ne[1], n_used, n_tokens, 1])
+    }
 }
 
 impl Context {

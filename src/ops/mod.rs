@@ -17,6 +17,7 @@ mod rope;
 mod rows;
 mod shape;
 mod softmax;
+mod sort;
 mod view;
 
 use crate::context::Context;

@@ -64,6 +64,7 @@ pub(crate) fn unary_ref(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Sqr => x * x,
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Exp => x.exp(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
     }
 }
 
@@ -113,6 +114,7 @@ pub(crate) fn apply(ctx: &mut Context, op: EwOp, a: TensorId, b: TensorId, inpla
             U::Sqr => ctx.sqr(a),
             U::Sqrt => ctx.sqrt(a),
             U::Exp => ctx.exp(a),
+            U::Sigmoid => ctx.sigmoid(a),
         },
         (EwOp::Unary(u), true) => match u {
             U::Relu => ctx.relu_inplace(a),
@@ -122,6 +124,7 @@ pub(crate) fn apply(ctx: &mut Context, op: EwOp, a: TensorId, b: TensorId, inpla
             U::Sqr => ctx.sqr_inplace(a),
             U::Sqrt => ctx.sqrt_inplace(a),
             U::Exp => ctx.exp_inplace(a),
+            U::Sigmoid => ctx.sigmoid_inplace(a),
         },
         (EwOp::SumRows, _) => ctx.sum_rows(a),
     }
@@ -157,7 +160,7 @@ pub(crate) fn nonsmall(r: &mut Rng) -> f64 {
 pub(crate) fn op_tol(op: EwOp) -> (f64, f64) {
     match op {
         EwOp::Unary(UnaryOp::Gelu) => (2f64.powi(-10), 1e-6),
-        EwOp::Unary(UnaryOp::Exp | UnaryOp::Silu) => (1e-5, 1e-6),
+        EwOp::Unary(UnaryOp::Exp | UnaryOp::Silu | UnaryOp::Sigmoid) => (1e-5, 1e-6),
         EwOp::SumRows => (1e-6, 1e-6),
         _ => (2f64.powi(-22), 0.0),
     }

@@ -98,6 +98,10 @@ pub(crate) fn derivative(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Sqr => 2.0 * x,
         UnaryOp::Sqrt => 0.5 / x.sqrt(),
         UnaryOp::Exp => x.exp(),
+        UnaryOp::Sigmoid => {
+            let s = 1.0 / (1.0 + (-x).exp());
+            s * (1.0 - s)
+        }
     }
 }
 

@@ -41,6 +41,7 @@ pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: StridedMut, a: Strided) -> Resu
         UnaryOp::Sqr => map_with(ex, dst, a, |x| x * x),
         UnaryOp::Sqrt => map_with(ex, dst, a, f32::sqrt),
         UnaryOp::Exp => map_with(ex, dst, a, f32::exp),
+        UnaryOp::Sigmoid => map_with(ex, dst, a, |x| 1.0 / (1.0 + (-x).exp())),
     }
 }
 

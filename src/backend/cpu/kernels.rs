@@ -4,7 +4,7 @@
 use std::collections::hash_map::Entry;
 
 use super::mem::{self, Bytes, Exec, Strided, StridedMut};
-use super::{attention, back, copy, elementwise, matmul, norm, reduce, rope, rows, shape, softmax};
+use super::{attention, back, copy, elementwise, matmul, matmul_id, norm, reduce, rope, rows, shape, softmax, sort};
 use crate::backend::exec::{Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::Result;
@@ -108,6 +108,14 @@ impl Kernels for CpuKernels<'_> {
         let ex = self.ex;
         let packed = self.packed(weights)?;
         matmul::mul_mat(&ex, dst, a, b, packed)
+    }
+    fn mul_mat_id(&mut self, dst: StridedMut, a: Strided, b: Strided, ids: Strided, weights: TensorId) -> Result<()> {
+        let ex = self.ex;
+        let packed = self.packed(weights)?;
+        matmul_id::mul_mat_id(&ex, dst, a, b, ids, packed)
+    }
+    fn argsort(&mut self, descending: bool, dst: StridedMut, a: Strided) -> Result<()> {
+        sort::argsort(&self.ex, descending, dst, a)
     }
     fn get_rows(&mut self, dst: StridedMut, table: Strided, index: Strided) -> Result<()> {
         rows::get_rows(&self.ex, dst, table, index)

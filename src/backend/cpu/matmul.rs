@@ -39,6 +39,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     if dst.l.is_empty() {
         return Ok(());
     }
+    // a repacked stack of matrices is read one matrix at a time (`mul_mat_id`)
+    let packed = packed.filter(|_| ane[2] * ane[3] == 1);
     if a.l.dtype == crate::dtype::DType::F32 && ne[1] >= GEMM_MIN_ROWS && ane[0] > 0 {
         return gemm_f32(ex, dst, a, b);
     }
@@ -235,8 +237,9 @@ pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) 
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
-/// groups of `mr` rows in order), or `None` when it does not qualify: a
-/// read-only file mapping (its bytes never change), 2-D, packed rows, and a
+/// groups of `mr` rows in order, matrix after matrix for a 3-D stack of
+/// experts), or `None` when it does not qualify: a read-only file mapping (its
+/// bytes never change), at most 3-D, packed rows, and a
 /// tile kernel with a repacked form for its type on this CPU that pays there
 /// ([`repack_pays`]).
 pub(super) fn repack(
@@ -248,18 +251,21 @@ pub(super) fn repack(
     let cpu = crate::cpu_info::CpuInfo::get();
     let Some(t) = tile::tile_kernel(l.dtype).filter(|t| repack_pays(t, cpu)) else { return Ok(None) };
     let Some(bytes) = ctx.leaf_bytes(a).filter(|_| ctx.is_mapped(a)) else { return Ok(None) };
-    let packed_rows = l.block_dim == 0 && l.nb[0] == l.dtype.type_size() && l.ne[2] == 1 && l.ne[3] == 1;
-    let (k, m) = (l.ne[0] as usize, l.ne[1] as usize);
+    let packed_rows = l.block_dim == 0 && l.nb[0] == l.dtype.type_size() && l.ne[3] == 1;
+    let (k, m, matrices) = (l.ne[0] as usize, l.ne[1] as usize, l.ne[2] as usize);
     let Some(gs) = t.packed_group_size(k).filter(|_| packed_rows && k > 0) else { return Ok(None) };
     let (row, mr) = (l.row_size(), t.mr());
     let groups = m.div_ceil(mr);
-    let mut out = HostBuffer::zeroed(groups * gs)?;
+    let mut out = HostBuffer::zeroed(matrices * groups * gs)?;
     let shared = SharedBytes::new(out.as_bytes_mut());
     let failed = FirstError::default();
-    ex.for_ranges(groups, gs, |range| {
+    ex.for_ranges(matrices * groups, gs, |range| {
         for g in range {
+            // an expert's groups follow the one before's (`mul_mat_id` slices them)
+            let (matrix, first) = (g / groups, (g % groups) * mr);
+            let at = |r: usize| matrix * l.nb[2] + r * l.nb[1];
             let rows: Option<Vec<&[u8]>> =
-                (g * mr..((g + 1) * mr).min(m)).map(|r| bytes.get(r * l.nb[1]..r * l.nb[1] + row)).collect();
+                (first..(first + mr).min(m)).map(|r| bytes.get(at(r)..at(r) + row)).collect();
             // SAFETY: only this thread writes group g's `gs` bytes, and `out` outlives the loop.
             let dst = unsafe { shared.range(g * gs, gs) };
             let res = match (rows, dst) {

@@ -111,6 +111,10 @@ strided!(
 );
 
 impl Strided {
+    /// Matrix `(i2, i3)` (dims 0 and 1) as a tensor of its own.
+    pub(crate) fn matrix_tensor(&self, i2: i64, i3: i64) -> Strided {
+        Strided { ptr: self.row(0, i2, i3), l: Layout { ne: [self.l.ne[0], self.l.ne[1], 1, 1], ..self.l } }
+    }
     /// The same packed bytes seen with shape `ne` (same element count).
     pub(crate) fn reshaped(&self, ne: [i64; 4]) -> Result<Strided> {
         let l = Layout::contiguous(self.l.dtype, ne)?;

@@ -4,7 +4,8 @@
 //!
 //! `backend` (the pool and its settings) and `storage` (the memory of one
 //! planned graph) sit on `kernels`, which hands each op family to its kernel
-//! module; the kernel modules share only `mem` (raw memory) and `copy`.
+//! module; the kernel modules share only `mem` (raw memory) and `copy`, and
+//! `matmul_id` runs `matmul` once per expert.
 
 mod attention;
 mod back;
@@ -13,6 +14,7 @@ mod copy;
 mod elementwise;
 mod kernels;
 mod matmul;
+mod matmul_id;
 mod mem;
 mod norm;
 mod pool;
@@ -21,6 +23,7 @@ mod rope;
 mod rows;
 mod shape;
 mod softmax;
+mod sort;
 mod storage;
 mod vexp;
 

@@ -109,6 +109,7 @@ pub fn unary_code(op: crate::tensor::UnaryOp) -> i32 {
         Sqr => 4,
         Sqrt => 5,
         Exp => 6,
+        Sigmoid => 8,
     }
 }
 /// Op code of `rg_unary*` for `scale` (the factor is the `param` argument).

@@ -82,6 +82,12 @@ impl Kernels for CudaKernels<'_> {
     fn mul_mat(&mut self, dst: BoundMut, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
         matmul::mul_mat(self.dev, dst, a, b, self.quant)
     }
+    fn mul_mat_id(&mut self, _dst: BoundMut, a: Bound, _b: Bound, _ids: Bound, _weights: TensorId) -> Result<()> {
+        Err(Error::Unsupported { op: "mul_mat_id", dtype: a.l.dtype })
+    }
+    fn argsort(&mut self, _descending: bool, _dst: BoundMut, a: Bound) -> Result<()> {
+        Err(Error::Unsupported { op: "argsort", dtype: a.l.dtype })
+    }
     fn get_rows(&mut self, dst: BoundMut, table: Bound, index: Bound) -> Result<()> {
         ops::get_rows(self.dev, dst, table, index, self.err_ptr)
     }
