@@ -21,21 +21,49 @@ pub struct LlamaDims {
     pub n_head_kv: usize,
     /// Vocabulary size (replaced by the tokenizer's when one is copied).
     pub n_vocab: usize,
+    /// Experts per layer (0: a dense feed-forward); each of width `n_ff`.
+    pub n_expert: usize,
+    /// Experts each token uses (with `n_expert > 0`).
+    pub n_expert_used: usize,
 }
 
 impl LlamaDims {
     /// `rgml bench --llama`'s model: n_embd 2048, 4 layers, n_ff 5632, 16 heads, vocab 32000.
-    pub const BENCH: LlamaDims =
-        LlamaDims { n_embd: 2048, n_layer: 4, n_ff: 5632, n_head: 16, n_head_kv: 16, n_vocab: 32000 };
+    pub const BENCH: LlamaDims = LlamaDims {
+        n_embd: 2048,
+        n_layer: 4,
+        n_ff: 5632,
+        n_head: 16,
+        n_head_kv: 16,
+        n_vocab: 32000,
+        n_expert: 0,
+        n_expert_used: 0,
+    };
 
     /// A 1B-class llama: n_embd 2048, 16 layers, n_ff 5632, 32 heads with 8 KV heads.
     pub const ONE_B: LlamaDims =
-        LlamaDims { n_embd: 2048, n_layer: 16, n_ff: 5632, n_head: 32, n_head_kv: 8, n_vocab: 32000 };
+        LlamaDims { n_embd: 2048, n_layer: 16, n_ff: 5632, n_head: 32, n_head_kv: 8, n_vocab: 32000, ..Self::DENSE };
+
+    /// A Mixtral-style mixture of experts of about 1B parameters: n_embd 2048, 8
+    /// layers of 8 experts of n_ff 2048, 2 used per token, 32 heads with 8 KV heads.
+    pub const MOE_1B: LlamaDims = LlamaDims {
+        n_embd: 2048,
+        n_layer: 8,
+        n_ff: 2048,
+        n_head: 32,
+        n_head_kv: 8,
+        n_vocab: 32000,
+        n_expert: 8,
+        n_expert_used: 2,
+    };
 
     /// A tiny llama (n_embd 256, 4 layers, n_ff 512, 4 heads with 2 KV heads,
     /// 1024 tokens): the GPU check's model under the CUDA emulator.
     pub const TINY: LlamaDims =
-        LlamaDims { n_embd: 256, n_layer: 4, n_ff: 512, n_head: 4, n_head_kv: 2, n_vocab: 1024 };
+        LlamaDims { n_embd: 256, n_layer: 4, n_ff: 512, n_head: 4, n_head_kv: 2, n_vocab: 1024, ..Self::DENSE };
+
+    /// No experts (the other fields are [`LlamaDims::BENCH`]'s).
+    const DENSE: LlamaDims = LlamaDims::BENCH;
 
     fn check(&self) -> Result<()> {
         let ok = self.n_head > 0
@@ -45,20 +73,22 @@ impl LlamaDims {
             && (self.n_embd / self.n_head).is_multiple_of(2)
             && self.n_layer > 0
             && self.n_ff > 0
-            && self.n_vocab > 0;
+            && self.n_vocab > 0
+            && (self.n_expert == 0 || (1..=self.n_expert).contains(&self.n_expert_used));
         if ok {
             Ok(())
         } else {
             Err(Error::Invalid(format!(
                 "synthetic llama: {self:?} needs n_embd divisible into n_head heads of even width, \
-                 n_head a multiple of n_head_kv, and nothing zero"
+                 n_head a multiple of n_head_kv, nothing zero, and 1..=n_expert experts used"
             )))
         }
     }
 }
 
 /// Writes a llama-architecture GGUF of random weights (`dtype` matrices, F32 norms
-/// of ones) of shape `dims` to `path`, atomically. With `tokenizer`, every
+/// of ones; with experts, Mixtral's tensors and an F32 router) of shape `dims` to
+/// `path`, atomically. With `tokenizer`, every
 /// `tokenizer.*` key of that header is copied and the vocabulary is its token list's
 /// length; without, the file has no tokenizer and `dims.n_vocab` tokens.
 ///
@@ -80,7 +110,7 @@ pub fn synthetic_llama(
         }
     }
     dims.check()?;
-    let LlamaDims { n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab } = dims;
+    let LlamaDims { n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_expert, n_expert_used } = dims;
     let n_embd_kv = n_embd / n_head * n_head_kv;
     w.set("general.architecture", "llama")?;
     w.set("general.name", "rgml synthetic llama")?;
@@ -93,12 +123,20 @@ pub fn synthetic_llama(
     w.set("llama.rope.dimension_count", (n_embd / n_head) as u32)?;
     w.set("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5))?;
     w.set("llama.vocab_size", n_vocab as u32)?;
+    if n_expert > 0 {
+        w.set("llama.expert_count", n_expert as u32)?;
+        w.set("llama.expert_used_count", n_expert_used as u32)?;
+    }
     let mut rng = Lcg(1);
-    let mut matrix = |name: String, cols: usize, rows: usize| -> Result<()> {
-        let bytes = random_matrix(&mut rng, dtype, rows, cols)?;
-        w.add_tensor(name, dtype, &[cols as i64, rows as i64], bytes)?;
+    // `stack` matrices of `rows` × `cols` (a stack of experts when more than one)
+    let mut matrices = |name: String, cols: usize, rows: usize, stack: usize, dtype: DType| -> Result<()> {
+        let bytes = random_matrix(&mut rng, dtype, rows * stack, cols)?;
+        let ne: &[i64] =
+            if stack > 1 { &[cols as i64, rows as i64, stack as i64] } else { &[cols as i64, rows as i64] };
+        w.add_tensor(name, dtype, ne, bytes)?;
         Ok(())
     };
+    let mut matrix = |name: String, cols: usize, rows: usize| matrices(name, cols, rows, 1, dtype);
     matrix("token_embd.weight".into(), n_embd, n_vocab)?;
     for l in 0..n_layer {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
@@ -106,11 +144,22 @@ pub fn synthetic_llama(
         matrix(p("attn_k"), n_embd, n_embd_kv)?;
         matrix(p("attn_v"), n_embd, n_embd_kv)?;
         matrix(p("attn_output"), n_embd, n_embd)?;
-        matrix(p("ffn_gate"), n_embd, n_ff)?;
-        matrix(p("ffn_up"), n_embd, n_ff)?;
-        matrix(p("ffn_down"), n_ff, n_embd)?;
+        if n_expert == 0 {
+            matrix(p("ffn_gate"), n_embd, n_ff)?;
+            matrix(p("ffn_up"), n_embd, n_ff)?;
+            matrix(p("ffn_down"), n_ff, n_embd)?;
+        }
     }
     matrix("output.weight".into(), n_embd, n_vocab)?;
+    drop(matrix);
+    for l in (0..n_layer).filter(|_| n_expert > 0) {
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        // the router stays F32, as llama.cpp's quantizer leaves it
+        matrices(p("ffn_gate_inp"), n_embd, n_expert, 1, DType::F32)?;
+        matrices(p("ffn_gate_exps"), n_embd, n_ff, n_expert, dtype)?;
+        matrices(p("ffn_up_exps"), n_embd, n_ff, n_expert, dtype)?;
+        matrices(p("ffn_down_exps"), n_ff, n_embd, n_expert, dtype)?;
+    }
     let ones: Vec<u8> = (0..n_embd).flat_map(|_| 1f32.to_le_bytes()).collect();
     for l in 0..n_layer {
         for n in ["attn_norm", "ffn_norm"] {

@@ -9,7 +9,16 @@ use rgml_models::model::Model;
 use rgml_models::synthetic::{synthetic_llama, LlamaDims};
 use rgml_models::tokenizer::Tokenizer;
 
-const TINY: LlamaDims = LlamaDims { n_embd: 64, n_layer: 2, n_ff: 96, n_head: 4, n_head_kv: 2, n_vocab: 100 };
+const TINY: LlamaDims = LlamaDims {
+    n_embd: 64,
+    n_layer: 2,
+    n_ff: 96,
+    n_head: 4,
+    n_head_kv: 2,
+    n_vocab: 100,
+    n_expert: 0,
+    n_expert_used: 0,
+};
 
 fn out(name: &str) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("synthetic");
@@ -73,4 +82,37 @@ fn bad_shapes_are_errors_and_write_nothing() {
         assert!(matches!(err, rgml::Error::Invalid(_)), "{dims:?}: {err}");
         assert!(!path.exists());
     }
+}
+
+#[test]
+fn a_mixture_of_experts_runs_and_decodes_as_its_batch() {
+    let path = out("moe.gguf");
+    let dims = LlamaDims { n_expert: 4, n_expert_used: 2, ..TINY };
+    synthetic_llama(&path, DType::Q8_0, dims, None).unwrap();
+    let f = GgufFile::open(&path).unwrap();
+    let h = f.header();
+    assert_eq!(h.tensor("blk.1.ffn_up_exps.weight").unwrap().ne, [64, 96, 4, 1]);
+    assert_eq!(h.tensor("blk.0.ffn_gate_inp.weight").unwrap().dtype, DType::F32);
+    assert!(h.tensor("blk.0.ffn_up.weight").is_none());
+    let hp = rgml_models::transformer::hparams::Hparams::from_gguf(&f).unwrap();
+    let moe = hp.moe.expect("expert keys read");
+    assert_eq!((moe.n_expert, moe.n_used, moe.n_ff_exp, moe.norm_weights), (4, 2, 96, true));
+    // the whole prompt at once, then one token at a time: the same logits (each
+    // token's experts see different batches of rows in the two runs)
+    let tokens = [5u32, 17, 3, 99, 42, 8, 61];
+    let batch = Model::load(&path, Some(16), 2).unwrap().eval(&tokens).unwrap();
+    let mut m = Model::load(&path, Some(16), 2).unwrap();
+    for (i, &t) in tokens.iter().enumerate() {
+        let one = m.eval(&[t]).unwrap();
+        let want = &batch[i * 100..(i + 1) * 100];
+        let d = one.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(d < 1e-4, "token {i}: {d} from the batch's logits");
+    }
+    assert!(batch.chunks(100).all(|r| r.iter().all(|x| x.is_finite())));
+    // a last-position graph routes only the last row through its last layer's experts
+    let last = Model::load(&path, Some(16), 2).unwrap().eval_last(&tokens).unwrap();
+    let d = last.iter().zip(&batch[6 * 100..]).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-4, "last position: {d} from the batch's");
+    let bad = LlamaDims { n_expert_used: 5, ..dims };
+    assert!(synthetic_llama(&out("bad-moe.gguf"), DType::Q8_0, bad, None).is_err());
 }

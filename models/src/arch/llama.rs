@@ -1,10 +1,12 @@
 //! Llama (1 to 3, and the models on its graph): pre-norm attention with rotary
 //! embedding (llama-3's frequency factors where the file has them) and a SwiGLU
-//! feed-forward; optional projection biases. Qwen 2 and 3 run this block too.
+//! feed-forward; optional projection biases; Mixtral is this architecture with
+//! experts. Qwen 2 and 3 (and their MoE forms) run this block too.
 
 use rgml::{Result, TensorId};
 
 use crate::transformer::blocks::Block;
+use crate::transformer::hparams::{Hparams, Keys};
 use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 use rgml::GluOp;
@@ -15,10 +17,20 @@ pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused
 pub(crate) const ARCH: Architecture = Architecture {
     name: "llama",
     rope_mode: rgml::RopeParams::NORMAL,
-    read_hparams: Architecture::no_own_hparams,
+    read_hparams: normed_experts,
     needs: NEEDS,
     block,
 };
+
+/// With experts (Mixtral): the picked experts' softmax weights renormalised to
+/// sum to 1, as llama.cpp builds Llama's experts whatever the file says. Qwen 3
+/// MoE does the same.
+pub(super) fn normed_experts(_k: &Keys, hp: &mut Hparams) -> Result<()> {
+    if let Some(m) = &mut hp.moe {
+        m.norm_weights = true;
+    }
+    Ok(())
+}
 
 /// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the query and key heads normed first
 /// where the layer has head norms (Qwen 3).

@@ -7,7 +7,9 @@ mod gemma3;
 mod llama;
 mod phi3;
 mod qwen2;
+mod qwen2moe;
 mod qwen3;
+mod qwen3moe;
 
 use rgml::gguf::GgufFile;
 use rgml::Result;
@@ -16,7 +18,8 @@ use crate::transformer::hparams::{meta, Hparams, Keys};
 use crate::transformer::Architecture;
 
 /// Every architecture rgml runs. Adding one is a module here and a line in this list.
-pub const ARCHS: &[&Architecture] = &[&llama::ARCH, &qwen2::ARCH, &qwen3::ARCH, &gemma3::ARCH, &phi3::ARCH];
+pub const ARCHS: &[&Architecture] =
+    &[&llama::ARCH, &qwen2::ARCH, &qwen3::ARCH, &gemma3::ARCH, &phi3::ARCH, &qwen2moe::ARCH, &qwen3moe::ARCH];
 
 /// The architecture named `name`, if rgml runs it.
 pub fn by_name(name: &str) -> Option<&'static Architecture> {

@@ -56,7 +56,8 @@ pub(super) fn full(ctx: &mut Context, file: &GgufFile, w: &mut Weights) -> Resul
     Ok(out)
 }
 
-/// The matrices of `l` an adapter trains: the attention's and the feed-forward's.
+/// The matrices of `l` an adapter trains: the attention's and the feed-forward's
+/// (of a mixture of experts, the shared expert's).
 fn matrices(l: &Layer) -> Vec<TensorId> {
     let mut m = match l.qkv {
         Qkv::Split { q, k, v, .. } => vec![q, k, v],
@@ -66,6 +67,8 @@ fn matrices(l: &Layer) -> Vec<TensorId> {
     match l.ffn {
         Ffn::Gated { gate, up, down, .. } => m.extend([gate, up, down]),
         Ffn::FusedGateUp { up, down } => m.extend([up, down]),
+        // the stacked experts take no adapter (a product per expert would); a shared expert does
+        Ffn::Experts(x) => m.extend(x.shared.iter().flat_map(|s| [s.gate, s.up, s.down])),
     }
     m
 }

@@ -18,16 +18,20 @@ pub fn describe_file(path: &Path) -> String {
 
 /// Bytes of weights one decode step reads from the model file `f`: every tensor, but of
 /// the token embeddings one row, unless the output projection is tied to them (no
-/// `output.weight`: then the whole matrix is read for the logits). The bound on decode
+/// `output.weight`: then the whole matrix is read for the logits), and of a stack of
+/// experts (`*_exps`) the share of the experts a token uses. The bound on decode
 /// speed is the machine's read bandwidth divided by this.
 pub fn weight_bytes_per_token(f: &GgufFile) -> u64 {
     let tied = f.tensor("output.weight").is_none();
+    let arch = f.get_str("general.architecture").unwrap_or_default();
+    let used = f.get_u64(&format!("{arch}.expert_used_count")).unwrap_or(0);
     f.tensors()
         .iter()
         .map(|t| match t.name.as_str() {
-            "token_embd.weight" if !tied => t.size / t.ne[1].max(1) as usize,
-            _ => t.size,
-        } as u64)
+            "token_embd.weight" if !tied => (t.size / t.ne[1].max(1) as usize) as u64,
+            n if n.contains("_exps.") && t.ne[2] > 1 => t.size as u64 / t.ne[2] as u64 * used.min(t.ne[2] as u64),
+            _ => t.size as u64,
+        })
         .sum()
 }
 

@@ -250,6 +250,7 @@ impl Block<'_> {
                 let gu = self.c.glu(glu, gu, false)?;
                 self.linear(down, gu, None)
             }
+            Ffn::Experts(ref x) => self.moe_ffn(x, h, glu),
         }
     }
 }

@@ -75,6 +75,42 @@ pub struct SlidingWindow {
     pub freq_scale: f32,
 }
 
+/// How a mixture-of-experts layer turns its router's logits into expert weights
+/// (llama.cpp's `llama_expert_gating_func_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// Softmax over every expert, then the top `n_used` picked.
+    Softmax,
+    /// A sigmoid per expert, then the top `n_used` picked.
+    Sigmoid,
+    /// The top `n_used` logits picked, then a softmax over them (gpt-oss).
+    SoftmaxWeight,
+}
+
+/// Mixture-of-experts feed-forward layers: the `expert_*` keys.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moe {
+    /// Experts per layer (`expert_count`).
+    pub n_expert: usize,
+    /// Experts each token uses (`expert_used_count`).
+    pub n_used: usize,
+    /// An expert's feed-forward width (`expert_feed_forward_length`, else `feed_forward_length`).
+    pub n_ff_exp: usize,
+    /// The shared expert's width (`expert_shared_feed_forward_length`; 0: the
+    /// width of the shared tensors, if any).
+    pub n_ff_shexp: usize,
+    /// How router logits become weights.
+    pub gating: Gating,
+    /// The picked weights divided by their sum (`expert_weights_norm`, or the
+    /// architecture's fixed choice).
+    pub norm_weights: bool,
+    /// A factor on the picked weights (`expert_weights_scale`; 1: none).
+    pub weights_scale: f32,
+}
+
+/// The most experts a layer may have (llama.cpp's `LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 512;
+
 /// A model's hyperparameters, from the GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hparams {
@@ -109,6 +145,8 @@ pub struct Hparams {
     pub kq_scale: f32,
     /// Scale of the token embeddings (Gemma: √n_embd).
     pub embd_scale: Option<f32>,
+    /// Mixture-of-experts feed-forward layers, if the model has them.
+    pub moe: Option<Moe>,
 }
 
 impl Hparams {
@@ -172,6 +210,12 @@ impl Hparams {
         if let Some(e) = self.embd_scale {
             s += &format!("\nembeddings scaled by {e}");
         }
+        if let Some(m) = &self.moe {
+            s += &format!(
+                "\nexperts: {} of {} per token, n_ff {} (shared {}), {:?} gating, weights normed {}, scaled by {}",
+                m.n_used, m.n_expert, m.n_ff_exp, m.n_ff_shexp, m.gating, m.norm_weights, m.weights_scale
+            );
+        }
         s
     }
 
@@ -221,6 +265,8 @@ impl Hparams {
             return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
         }
         let rope = read_rope(&k, rope_mode, n_rot, n_ctx_train)?;
+        let n_ff = k.count("feed_forward_length", 1, 1 << 24)?;
+        let moe = read_moe(&k, n_ff)?;
         let hp = Hparams {
             arch,
             n_vocab,
@@ -230,13 +276,14 @@ impl Hparams {
             n_head_kv,
             head_dim,
             head_dim_v,
-            n_ff: k.count("feed_forward_length", 1, 1 << 24)?,
+            n_ff,
             n_ctx_train,
             rms_eps: k.f32("attention.layer_norm_rms_epsilon")?,
             rope,
             swa: None,
             kq_scale: 1.0 / (head_dim as f32).sqrt(),
             embd_scale: None,
+            moe,
         };
         if !(hp.rms_eps.is_finite() && hp.rms_eps >= 0.0) {
             return Err(meta(
@@ -288,6 +335,40 @@ impl Keys<'_> {
 
 pub(crate) fn meta(key: &str, msg: impl Into<String>) -> Error {
     Error::Metadata { key: key.to_string(), msg: msg.into() }
+}
+
+/// The expert keys, if `expert_count` is there and not 0: counts checked, the
+/// gating softmax and the weights neither normed nor scaled unless the file says
+/// (`expert_gating_func` 1 softmax, 2 sigmoid, 3 softmax of the picked;
+/// `expert_weights_norm`, `expert_weights_scale`); architectures with fixed
+/// choices set them after.
+fn read_moe(k: &Keys, n_ff: usize) -> Result<Option<Moe>> {
+    let Some(n_expert) = k.opt_count("expert_count", 0, MAX_EXPERTS)?.filter(|&n| n > 0) else { return Ok(None) };
+    let n_used = k.count("expert_used_count", 1, n_expert)?;
+    let gating = match k.opt_count("expert_gating_func", 0, u32::MAX as usize)? {
+        None | Some(0 | 1) => Gating::Softmax,
+        Some(2) => Gating::Sigmoid,
+        Some(3) => Gating::SoftmaxWeight,
+        Some(g) => return Err(meta(&k.key("expert_gating_func"), format!("unknown gating function {g}"))),
+    };
+    let norm_weights = match k.get("expert_weights_norm") {
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(meta(&k.key("expert_weights_norm"), "expected a bool")),
+        None => false,
+    };
+    let weights_scale = k.opt_f32("expert_weights_scale")?.filter(|&s| s != 0.0).unwrap_or(1.0);
+    if !weights_scale.is_finite() {
+        return Err(meta(&k.key("expert_weights_scale"), format!("{weights_scale} is not a scale")));
+    }
+    Ok(Some(Moe {
+        n_expert,
+        n_used,
+        n_ff_exp: k.opt_count("expert_feed_forward_length", 1, 1 << 24)?.unwrap_or(n_ff),
+        n_ff_shexp: k.opt_count("expert_shared_feed_forward_length", 1, 1 << 24)?.unwrap_or(0),
+        gating,
+        norm_weights,
+        weights_scale,
+    }))
 }
 
 /// The rope settings as llama.cpp derives them for a context (`llama_context`'s

@@ -37,6 +37,37 @@ pub(crate) enum Ffn {
     },
     /// `down(act(u[..n_ff]) * u[n_ff..])` with `u = up·x`.
     FusedGateUp { up: TensorId, down: TensorId },
+    /// A mixture of experts.
+    Experts(Experts),
+}
+
+/// A mixture-of-experts feed-forward layer: the router, the experts' stacked
+/// matrices, and an optional shared expert every token goes through.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Experts {
+    /// `ffn_gate_inp`: router logits `[n_embd, n_expert]`, and its bias.
+    pub router: TensorId,
+    pub router_b: Option<TensorId>,
+    /// `ffn_{gate,up}_exps` `[n_embd, n_ff_exp, n_expert]`, `ffn_down_exps` `[n_ff_exp, n_embd, n_expert]`.
+    pub gate: TensorId,
+    pub up: TensorId,
+    pub down: TensorId,
+    /// Per-expert biases (`ffn_*_exps.bias`, `[width, n_expert]`).
+    pub b_gate: Option<TensorId>,
+    pub b_up: Option<TensorId>,
+    pub b_down: Option<TensorId>,
+    /// The shared expert (`ffn_*_shexp`), if the layer has one.
+    pub shared: Option<SharedExpert>,
+}
+
+/// A shared expert: a gated feed-forward network, its output optionally scaled
+/// by `sigmoid(gate_inp·x)` (Qwen2-MoE).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedExpert {
+    pub gate: TensorId,
+    pub up: TensorId,
+    pub down: TensorId,
+    pub gate_inp: Option<TensorId>,
 }
 
 /// One transformer block's tensors, and its KV cache.
@@ -149,7 +180,9 @@ impl Hparams {
             },
         };
         let ff = self.n_ff;
-        let ffn = if needs.fused_gate_up {
+        let ffn = if let Some(x) = self.experts(ld, i)? {
+            Ffn::Experts(x)
+        } else if needs.fused_gate_up {
             Ffn::FusedGateUp {
                 up: ld.get(&n("ffn_up.weight"), &[e, 2 * ff])?,
                 down: ld.get(&n("ffn_down.weight"), &[ff, e])?,
@@ -182,6 +215,43 @@ impl Hparams {
             k_cache: caches.0,
             v_cache: caches.1,
         })
+    }
+
+    /// Layer `i`'s experts, if the model has experts and the layer its router.
+    fn experts(&self, ld: &Loader, i: usize) -> Result<Option<Experts>> {
+        let n = |t: &str| format!("blk.{i}.{t}");
+        let Some(m) = &self.moe else { return Ok(None) };
+        let (e, ff, ne) = (self.n_embd, m.n_ff_exp, m.n_expert);
+        let Some(router) = ld.opt(&n("ffn_gate_inp.weight"), &[e, ne])? else { return Ok(None) };
+        let shared = match ld.opt(&n("ffn_up_shexp.weight"), &[e, self.n_ff_shexp()])? {
+            None => None,
+            Some(up) => Some(SharedExpert {
+                gate: ld.get(&n("ffn_gate_shexp.weight"), &[e, self.n_ff_shexp()])?,
+                up,
+                down: ld.get(&n("ffn_down_shexp.weight"), &[self.n_ff_shexp(), e])?,
+                gate_inp: ld.opt(&n("ffn_gate_inp_shexp.weight"), &[e])?,
+            }),
+        };
+        Ok(Some(Experts {
+            router,
+            router_b: ld.opt(&n("ffn_gate_inp.bias"), &[ne])?,
+            gate: ld.get(&n("ffn_gate_exps.weight"), &[e, ff, ne])?,
+            up: ld.get(&n("ffn_up_exps.weight"), &[e, ff, ne])?,
+            down: ld.get(&n("ffn_down_exps.weight"), &[ff, e, ne])?,
+            b_gate: ld.opt(&n("ffn_gate_exps.bias"), &[ff, ne])?,
+            b_up: ld.opt(&n("ffn_up_exps.bias"), &[ff, ne])?,
+            b_down: ld.opt(&n("ffn_down_exps.bias"), &[e, ne])?,
+            shared,
+        }))
+    }
+
+    /// The shared expert's width: `expert_shared_feed_forward_length`, else `n_ff`
+    /// (as llama.cpp's Qwen2-MoE).
+    fn n_ff_shexp(&self) -> usize {
+        match self.moe {
+            Some(m) if m.n_ff_shexp > 0 => m.n_ff_shexp,
+            _ => self.n_ff,
+        }
     }
 
     /// llama-3's `rope_freqs.weight`, or Phi-3's long factors when the context passes
