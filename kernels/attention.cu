@@ -32,7 +32,8 @@ __device__ void rg_fa_query(const char* q, RgT tq, int q_round, float* qs) {
 
 extern "C" __global__ void rg_flash_attn(float scale, int n_head_log2, float m0, float m1, char* dst, RgT td,
                                          const char* q, RgT tq, const char* k, RgT tk, const char* v, RgT tv,
-                                         const char* mask, RgT tm, int has_mask, int q_round) {
+                                         const char* mask, RgT tm, int has_mask, int q_round,
+                                         const float* sinks) {
     const float NEG_INF = -__int_as_float(0x7f800000);
     const i64 n_head = tq.ne[2], n_q = tq.ne[1], n_kv = tk.ne[1];
     const i64 item = blockIdx.x;
@@ -91,6 +92,14 @@ extern "C" __global__ void rg_flash_attn(float scale, int n_head_log2, float m0,
         }
         mx = mnew;
         __syncthreads();
+    }
+    if (sinks) {
+        // head h's sink: one more term of the softmax, with no value
+        const float mnew = mx > sinks[h] ? mx : sinks[h];
+        const float corr = expf(mx - mnew);
+        sum = sum * (double)corr + (double)expf(sinks[h] - mnew);
+        for (int c = threadIdx.x; c < dv; c += blockDim.x) acc[c] *= corr;
+        mx = mnew;
     }
     char* out = dst + h * td.nb[1] + i * td.nb[2] + s * td.nb[3];
     const float inv = mx == NEG_INF ? 0.0f : (float)(1.0 / sum);

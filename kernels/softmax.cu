@@ -4,9 +4,12 @@
 // One block per row. v = x*scale + slope*mask (fused), then exp(v - max)
 // summed in double, the row scaled by (float)(1/sum); a row whose maximum is
 // -inf becomes zeros. The values are recomputed per pass (no scratch).
-// The mask row of (i1, i2, i3) is (i1, i2 % mask.ne2, i3 % mask.ne3).
+// The mask row of (i1, i2, i3) is (i1, i2 % mask.ne2, i3 % mask.ne3). With
+// `sinks` (n_head packed floats, else null), head i2's sink joins the maximum
+// and the sum.
 extern "C" __global__ void rg_soft_max(float scale, int n_head_log2, float m0, float m1, char* dst, RgT d,
-                                       const char* a, RgT ta, const char* mask, RgT tm, int has_mask) {
+                                       const char* a, RgT ta, const char* mask, RgT tm, int has_mask,
+                                       const float* sinks) {
     i64 i1, i2, i3;
     rg_unravel_row(ta, blockIdx.x, &i1, &i2, &i3);
     const char* x = a + i1 * ta.nb[1] + i2 * ta.nb[2] + i3 * ta.nb[3];
@@ -23,6 +26,7 @@ extern "C" __global__ void rg_soft_max(float scale, int n_head_log2, float m0, f
         mx = mx > v ? mx : v;
     }
     mx = rg_block_max(mx);
+    if (sinks) mx = mx > sinks[i2] ? mx : sinks[i2];
     if (mx == -__int_as_float(0x7f800000)) {
         for (i64 i = threadIdx.x; i < n; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, 0.0f);
         return;
@@ -30,6 +34,7 @@ extern "C" __global__ void rg_soft_max(float scale, int n_head_log2, float m0, f
     double sum = 0.0;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) sum += (double)expf(RG_SM_VALUE(i) - mx);
     sum = rg_block_sum(sum);
+    if (sinks) sum += (double)expf(sinks[i2] - mx);
     float inv = (float)(1.0 / sum);
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) rg_store(y + i * d.nb[0], d.type, expf(RG_SM_VALUE(i) - mx) * inv);
 #undef RG_SM_VALUE

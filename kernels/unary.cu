@@ -54,12 +54,19 @@ extern "C" __global__ void rg_unary(int op, float param, char* dst, RgT d, const
 
 // Gated linear units: dst = f(a) * b, all of one shape, any strides and plain
 // types. op: 0 swiglu (silu), 1 geglu (the f16-rounded GELU; exactly 0 from
-// -10 down, as ggml), as glu() in src/backend/cpu/elementwise.rs.
+// -10 down, as ggml), 2 swiglu_oai (gpt-oss: alpha 1.702, limit 7), as glu()
+// in src/backend/cpu/elementwise.rs.
 extern "C" __global__ void rg_glu(int op, char* dst, RgT d, const char* a, RgT ta, const char* b, RgT tb, i64 n) {
     RG_GRID_STRIDE(i, n) {
         const float x = rg_load(a + rg_offset(ta, i), ta.type);
         const float g = rg_load(b + rg_offset(tb, i), tb.type);
-        const float y = op == 0 ? rg_unop(2, 0.0f, x) * g : (x <= -10.0f ? 0.0f : rg_unop(1, 0.0f, x) * g);
+        float y;
+        if (op == 2) {
+            const float xc = fminf(x, 7.0f), gc = fminf(fmaxf(g, -7.0f), 7.0f);
+            y = xc / (1.0f + expf(1.702f * -xc)) * (gc + 1.0f);
+        } else {
+            y = op == 0 ? rg_unop(2, 0.0f, x) * g : (x <= -10.0f ? 0.0f : rg_unop(1, 0.0f, x) * g);
+        }
         rg_store(dst + rg_offset(d, i), d.type, y);
     }
 }

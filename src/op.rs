@@ -139,6 +139,16 @@ pub enum GluOp {
     Swiglu,
     /// `gelu(a) * b` (ggml's `geglu`, tanh GELU): Gemma's gated FFN.
     Geglu,
+    /// ggml's `swiglu_oai` with gpt-oss's constants: `x = min(a, 7)`,
+    /// `y = clamp(b, -7, 7)`, `x·sigmoid(1.702·x)·(y + 1)`.
+    SwigluOai,
+}
+
+impl GluOp {
+    /// [`GluOp::SwigluOai`]'s sigmoid factor (`alpha`).
+    pub const OAI_ALPHA: f32 = 1.702;
+    /// [`GluOp::SwigluOai`]'s clamp (`limit`).
+    pub const OAI_LIMIT: f32 = 7.0;
 }
 
 impl GluOp {
@@ -147,6 +157,7 @@ impl GluOp {
         match self {
             GluOp::Swiglu => "swiglu",
             GluOp::Geglu => "geglu",
+            GluOp::SwigluOai => "swiglu_oai",
         }
     }
 }
@@ -336,6 +347,9 @@ pub enum Op {
         scale: f32,
         /// ALiBi maximum bias (0: no ALiBi, slope 1).
         max_bias: f32,
+        /// Optional F32 attention sinks, one logit per head (`a.ne2`), each in
+        /// its head's rows' denominators (ggml's `soft_max_add_sinks`).
+        sinks: Option<TensorId>,
     },
     /// ggml's `diag_mask_inf`: elements with `i0 > n_past + i1` set to `-inf`.
     DiagMaskInf {
@@ -384,6 +398,9 @@ pub enum Op {
         scale: f32,
         /// ALiBi maximum bias (0: no ALiBi, slope 1).
         max_bias: f32,
+        /// Optional F32 attention sinks, one logit per query head (ggml's
+        /// `flash_attn_ext_add_sinks`).
+        sinks: Option<TensorId>,
     },
     /// A gradient or optimizer op (see [`BackOp`]).
     Back(BackOp),
@@ -602,10 +619,10 @@ impl Op {
             Op::GetRows { table, index } => vec![table, index],
             Op::MulMatId { a, b, ids } => vec![a, b, ids],
             Op::SetRows { dst, rows, index } => vec![dst, rows, index],
-            Op::SoftMax { a, mask, .. } => std::iter::once(a).chain(mask).collect(),
+            Op::SoftMax { a, mask, sinks, .. } => std::iter::once(a).chain(mask).chain(sinks).collect(),
             Op::Rope { a, pos, freq, .. } => [a, pos].into_iter().chain(freq).collect(),
             Op::RmsNorm { a, w: Some(w), .. } => vec![a, w],
-            Op::FlashAttn { q, k, v, mask, .. } => [q, k, v].into_iter().chain(mask).collect(),
+            Op::FlashAttn { q, k, v, mask, sinks, .. } => [q, k, v].into_iter().chain(mask).chain(sinks).collect(),
             Op::Back(ref b) => b.operands(),
         }
     }

@@ -2,7 +2,8 @@
 //! online softmax sums in another order): grouped heads, F32 and F16 masks
 //! with masked keys and a wholly masked row, ALiBi, more keys than one chunk,
 //! odd head sizes, a permuted (strided) query, and F32, F16, BF16 and Q8_0
-//! keys and values; key types the kernel lacks are refused up front. Without
+//! keys and values, attention sinks (and a softmax's); key types the kernel
+//! lacks are refused up front. Without
 //! a device the CUDA half prints `SKIP: …`.
 
 #![cfg(feature = "cuda")]
@@ -78,10 +79,17 @@ fn flash_attention_matches_the_cpu() {
             // the query as a permuted view (heads and rows swapped), as models make it
             let qp = leaf(ctx, &mut rng, &[d, nh, nq, 1], 1.0);
             let qv = ctx.permute(qp, [0, 2, 1, 3]).unwrap();
+            // attention sinks, one logit per head, fused and in a plain softmax
+            let sinks = leaf(ctx, &mut rng, &[nh], 3.0);
+            let fa = ctx.flash_attn_ext(q, k, v, Some(m), scale, bias).unwrap();
+            let scores = leaf(ctx, &mut rng, &[nkv, nq, nh, 1], 4.0);
+            let sm = ctx.soft_max_ext(scores, Some(m), scale, bias).unwrap();
             vec![
-                ctx.flash_attn_ext(q, k, v, Some(m), scale, bias).unwrap(),
+                fa,
                 ctx.flash_attn_ext(qv, k, v, Some(m), scale, bias).unwrap(),
                 ctx.flash_attn_ext(q, k, v, None, scale, 0.0).unwrap(),
+                ctx.flash_attn_ext_add_sinks(fa, sinks).unwrap(),
+                ctx.soft_max_add_sinks(sm, sinks).unwrap(),
             ]
         });
     }

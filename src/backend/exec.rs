@@ -148,8 +148,8 @@ pub(crate) trait Kernels {
     fn rms_norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src, w: Option<Self::Src>) -> Result<()>;
     /// Each row centred and scaled to unit variance.
     fn norm(&mut self, eps: f32, dst: Self::Dst, a: Self::Src) -> Result<()>;
-    /// Row softmax of `a*scale + slope*mask`.
-    fn soft_max(&mut self, p: SoftMax, dst: Self::Dst, a: Self::Src, mask: Option<Self::Src>) -> Result<()>;
+    /// Row softmax of `a*scale + slope*mask`, with a head's sink in its rows' denominators.
+    fn soft_max(&mut self, p: SoftMax, dst: Self::Dst, a: Self::Src, extra: Extra<Self::Src>) -> Result<()>;
     /// Elements past the causal diagonal set to `-inf`.
     fn diag_mask_inf(&mut self, n_past: i32, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// Rotary embedding at `pos`, with optional frequency factors; `back`:
@@ -168,7 +168,7 @@ pub(crate) trait Kernels {
     /// `a` tiled to `dst`'s shape.
     fn repeat(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// Attention of queries over keys and values (`[q, k, v]`), fused.
-    fn flash_attn(&mut self, p: SoftMax, dst: Self::Dst, qkv: [Self::Src; 3], mask: Option<Self::Src>) -> Result<()>;
+    fn flash_attn(&mut self, p: SoftMax, dst: Self::Dst, qkv: [Self::Src; 3], extra: Extra<Self::Src>) -> Result<()>;
     /// `a` summed into `dst`'s smaller shape (the elements `repeat` copies from each).
     fn repeat_back(&mut self, dst: Self::Dst, a: Self::Src) -> Result<()>;
     /// `dst = g · f'(x)`.
@@ -183,6 +183,14 @@ pub(crate) trait Kernels {
     fn adamw_moment(&mut self, square: bool, dst: Self::Dst, m: Self::Src, g: Self::Src, h: Self::Src) -> Result<()>;
     /// `dst = h0·p − (h1·m) / (sqrt(h2·v) + h3)`, in F32 steps.
     fn adamw_update(&mut self, dst: Self::Dst, pmv: [Self::Src; 3], h: Self::Src) -> Result<()>;
+}
+
+/// The optional operands of a softmax (and of attention's): the additive mask and
+/// the per-head sinks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extra<S> {
+    pub mask: Option<S>,
+    pub sinks: Option<S>,
 }
 
 /// `soft_max_ext`'s two parameters.
@@ -414,14 +422,17 @@ fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> 
         Op::SetRows { rows, index, .. } => k.set_rows(dst, src(rows)?, src(index)?),
         Op::RmsNorm { a, eps, w } => k.rms_norm(eps, dst, src(a)?, opt(w)?),
         Op::Norm { a, eps } => k.norm(eps, dst, src(a)?),
-        Op::SoftMax { a, mask, scale, max_bias } => k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, opt(mask)?),
+        Op::SoftMax { a, mask, scale, max_bias, sinks } => {
+            k.soft_max(SoftMax { scale, max_bias }, dst, src(a)?, Extra { mask: opt(mask)?, sinks: opt(sinks)? })
+        }
         Op::DiagMaskInf { a, n_past } => k.diag_mask_inf(n_past, dst, src(a)?),
         Op::Rope { a, pos, freq, ref p } => k.rope(p, false, dst, src(a)?, src(pos)?, opt(freq)?),
         Op::Back(BackOp::RopeBack { g, pos, freq, ref p }) => k.rope(p, true, dst, src(g)?, src(pos)?, opt(freq)?),
         Op::Concat { a, b, dim } => k.concat(dim, dst, src(a)?, src(b)?),
         Op::Repeat { a } => k.repeat(dst, src(a)?),
-        Op::FlashAttn { q, k: keys, v, mask, scale, max_bias } => {
-            k.flash_attn(SoftMax { scale, max_bias }, dst, [src(q)?, src(keys)?, src(v)?], opt(mask)?)
+        Op::FlashAttn { q, k: keys, v, mask, scale, max_bias, sinks } => {
+            let extra = Extra { mask: opt(mask)?, sinks: opt(sinks)? };
+            k.flash_attn(SoftMax { scale, max_bias }, dst, [src(q)?, src(keys)?, src(v)?], extra)
         }
         Op::Back(BackOp::RepeatBack { a }) => k.repeat_back(dst, src(a)?),
         Op::Back(BackOp::UnaryBack { op, x, g }) => k.unary_back(op, dst, src(x)?, src(g)?),

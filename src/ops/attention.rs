@@ -93,8 +93,24 @@ impl Context {
         if max_bias > 0.0 && mask.is_none() {
             return Err(Error::Invalid(format!("{OP}: ALiBi (max_bias > 0) needs a mask")));
         }
-        let op = Op::FlashAttn { q, k, v, mask, scale, max_bias };
+        let op = Op::FlashAttn { q, k, v, mask, scale, max_bias, sinks: None };
         self.new_result(op, DType::F32, [vn[0], qn[2], qn[1], qn[3]])
+    }
+
+    /// ggml's `flash_attn_ext_add_sinks`: the attention node `fa` (made by
+    /// [`Context::flash_attn_ext`]) again with attention sinks, an F32 logit per
+    /// query head (`[q.ne2]`, packed) counted in each row's softmax denominator,
+    /// as [`Context::soft_max_add_sinks`]. A new node: `fa` itself is unchanged.
+    pub fn flash_attn_ext_add_sinks(&self, fa: TensorId, sinks: TensorId) -> Result<TensorId> {
+        let Op::FlashAttn { q, k, v, mask, scale, max_bias, sinks: None } = self.tensor(fa)?.op() else {
+            return Err(Error::Invalid(format!(
+                "flash_attn_ext_add_sinks: {} is not a flash_attn_ext without sinks",
+                self.label(fa)
+            )));
+        };
+        self.check_sinks("flash_attn_ext", sinks, self.layout(q)?.ne[2])?;
+        let op = Op::FlashAttn { q, k, v, mask, scale, max_bias, sinks: Some(sinks) };
+        self.new_result(op, DType::F32, self.layout(fa)?.ne)
     }
 }
 

@@ -70,6 +70,7 @@ impl Context {
         let f = match op {
             GluOp::Swiglu => UnaryOp::Silu,
             GluOp::Geglu => UnaryOp::Gelu,
+            GluOp::SwigluOai => return Err(self.no_gradient(n.id, "swiglu_oai")),
         };
         out.put(0, || self.unary_back(f, a, self.mul(g, b)?))?;
         out.put(1, || self.mul(g, self.unary(f, a, false)?))?;

@@ -54,7 +54,39 @@ impl Context {
         if max_bias > 0.0 && mask.is_none() {
             return Err(Error::Invalid("soft_max: ALiBi (max_bias > 0) needs a mask".into()));
         }
-        self.new_result(Op::SoftMax { a, mask, scale, max_bias }, DType::F32, la.ne)
+        self.new_result(Op::SoftMax { a, mask, scale, max_bias, sinks: None }, DType::F32, la.ne)
+    }
+
+    /// ggml's `soft_max_add_sinks`: the softmax node `sm` (made by
+    /// [`Context::soft_max_ext`]) again with attention sinks: an F32 logit per head
+    /// `sinks[h]` (`[a.ne2]`, packed) counted in the denominator of every row of
+    /// head `h = i2`, `y = exp(v - m) / (Σ exp(v - m) + exp(sinks[h] - m))` with
+    /// `m` the larger of the row's maximum and the sink. A new node: `sm` itself
+    /// is unchanged.
+    pub fn soft_max_add_sinks(&self, sm: TensorId, sinks: TensorId) -> Result<TensorId> {
+        let Op::SoftMax { a, mask, scale, max_bias, sinks: None } = self.tensor(sm)?.op() else {
+            return Err(Error::Invalid(format!(
+                "soft_max_add_sinks: {} is not a soft_max without sinks",
+                self.label(sm)
+            )));
+        };
+        self.check_sinks("soft_max", sinks, self.layout(a)?.ne[2])?;
+        self.new_result(Op::SoftMax { a, mask, scale, max_bias, sinks: Some(sinks) }, DType::F32, self.layout(a)?.ne)
+    }
+
+    /// Errors unless `sinks` is packed F32 `[n_head]`.
+    pub(super) fn check_sinks(&self, op: &'static str, sinks: TensorId, n_head: i64) -> Result<()> {
+        let l = self.layout(sinks)?;
+        if l.dtype != DType::F32 {
+            return Err(Error::DTypeMismatch { what: format!("{op} sinks"), expected: DType::F32, found: l.dtype });
+        }
+        if l.ne != [n_head, 1, 1, 1] || !l.is_contiguous() {
+            return Err(Error::shape(
+                op,
+                format!("sinks ne={:?} nb={:?}: need one packed F32 per head ({n_head})", l.ne, l.nb),
+            ));
+        }
+        Ok(())
     }
 
     /// ggml's `diag_mask_inf`: a copy of `a` with every element whose column is
@@ -90,9 +122,12 @@ impl Context {
             out.put(0, || self.mul(g, self.exp(self.diag_mask_inf(self.scale(g, 0.0)?, n_past)?)?))?;
             return Ok(true);
         }
-        let Op::SoftMax { scale, max_bias, .. } = n.op else { return Ok(false) };
+        let Op::SoftMax { scale, max_bias, sinks, .. } = n.op else { return Ok(false) };
         if max_bias != 0.0 {
             return Err(self.no_gradient(n.id, "ALiBi (max_bias != 0)"));
+        }
+        if sinks.is_some() {
+            return Err(self.no_gradient(n.id, "attention sinks"));
         }
         if out.wants(1) {
             return Err(self.no_gradient(n.id, "a mask that needs a gradient"));

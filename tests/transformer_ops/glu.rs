@@ -34,6 +34,17 @@ fn glu_ref(op: GluOp, a: &[f64], b: &[f64]) -> Vec<f64> {
     let f = match op {
         GluOp::Swiglu => silu,
         GluOp::Geglu => gelu_f16,
+        // gpt-oss's: the gate clamped above at 7, the value to ±7, sigmoid(1.702 x), value + 1
+        GluOp::SwigluOai => {
+            return a
+                .iter()
+                .zip(b)
+                .map(|(&x, &g)| {
+                    let (x, g) = (x.min(7.0), g.clamp(-7.0, 7.0));
+                    x / (1.0 + (-1.702 * x).exp()) * (g + 1.0)
+                })
+                .collect()
+        }
     };
     a.iter().zip(b).map(|(&x, &g)| f(x) * g).collect()
 }
@@ -49,7 +60,7 @@ fn glu_split_matches_reference() {
     for ne in [[7, 3, 5, 1], [131, 13, 5, 3]] {
         for (ka, kb) in KINDS.iter().zip(KINDS.iter().rev()) {
             for dtype in [DType::F32, DType::F16] {
-                for op in [GluOp::Swiglu, GluOp::Geglu] {
+                for op in [GluOp::Swiglu, GluOp::Geglu, GluOp::SwigluOai] {
                     let mut ctx = Context::new();
                     let a = input(&mut ctx, &mut rng, dtype, ne, *ka, 12.0);
                     let b = input(&mut ctx, &mut rng, dtype, ne, *kb, 2.0);
@@ -57,7 +68,7 @@ fn glu_split_matches_reference() {
                     let l = ctx.layout(r).unwrap();
                     assert_eq!((l.ne, l.dtype, l.is_contiguous()), (ne, dtype, true));
                     let rtol = match (op, dtype) {
-                        (GluOp::Swiglu, DType::F32) => 1e-6,
+                        (GluOp::Swiglu | GluOp::SwigluOai, DType::F32) => 1e-6,
                         (GluOp::Geglu, DType::F32) => 1.0 / 1024.0,
                         _ => 2.0 / 1024.0,
                     };

@@ -6,8 +6,8 @@
 //! f64), and the value rows, widened to f32, are summed with their weights.
 
 use super::mem::{Exec, FirstError, Scalar, Strided, StridedMut};
-use super::softmax::alibi_slopes;
-use crate::backend::exec::SoftMax;
+use super::softmax::{alibi_slopes, head_sinks};
+use crate::backend::exec::{Extra, SoftMax};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::quant::{self, dot};
@@ -40,17 +40,18 @@ impl Dims {
 }
 
 /// `dst[:, h, i, s] = softmax(scale·q·kᵀ + slope·mask)·v` for every query row `i`,
-/// head `h` and sequence `s` (see [`crate::Context::flash_attn_ext`]).
+/// head `h` and sequence `s` (see [`crate::Context::flash_attn_ext`]); head `h`'s
+/// sink, if given, joins the maximum and the sum of its softmax.
 pub(crate) fn flash_attn(
     ex: &Exec,
     p: SoftMax,
     dst: StridedMut,
-    q: Strided,
-    k: Strided,
-    v: Strided,
-    mask: Option<Strided>,
+    qkv: [Strided; 3],
+    extra: Extra<Strided>,
 ) -> Result<()> {
+    let ([q, k, v], mask) = (qkv, extra.mask);
     let n = Dims::of(&dst, &q, &k, &v)?;
+    let sinks = head_sinks(extra.sinks, n.n_head as i64)?;
     if dst.l.is_empty() {
         return Ok(());
     }
@@ -99,11 +100,13 @@ pub(crate) fn flash_attn(
             }
             // SAFETY: dst row (h, i, seq) is dv packed f32 of this item alone.
             let out = unsafe { std::slice::from_raw_parts_mut(dst.row(h as i64, qi, sq).cast::<f32>(), n.dv) };
+            let sink = sinks.as_ref().map(|s| s[h]);
+            let max = sink.map_or(max, |s| max.max(s));
             if max == f32::NEG_INFINITY {
                 out.fill(0.0);
                 continue;
             }
-            let mut sum = 0f64;
+            let mut sum = sink.map_or(0f64, |s| f64::from((s - max).exp()));
             s.acc.fill(0.0);
             for (j, sc) in s.scores.iter_mut().enumerate() {
                 let e = (*sc - max).exp();

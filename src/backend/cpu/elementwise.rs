@@ -53,7 +53,14 @@ pub(crate) fn glu(ex: &Exec, op: GluOp, dst: StridedMut, a: Strided, b: Strided)
         GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| vexp::silu_libm(x) * g),
         // ggml's geglu gives exactly 0 below -10, whatever the gate
         GluOp::Geglu => binary_with(ex, dst, a, b, |x, g| if x <= -10.0 { 0.0 } else { gelu(x) * g }),
+        GluOp::SwigluOai => binary_with(ex, dst, a, b, swiglu_oai),
     }
+}
+
+/// ggml's `swiglu_oai` of gate `x` and value `g`, in its order of operations.
+fn swiglu_oai(x: f32, g: f32) -> f32 {
+    let (x, g) = (x.min(GluOp::OAI_LIMIT), g.clamp(-GluOp::OAI_LIMIT, GluOp::OAI_LIMIT));
+    x / (1.0 + (GluOp::OAI_ALPHA * -x).exp()) * (g + 1.0)
 }
 
 /// GELU, tanh approximation, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, as ggml's CPU

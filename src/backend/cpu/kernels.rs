@@ -5,7 +5,7 @@ use std::collections::hash_map::Entry;
 
 use super::mem::{self, Bytes, Exec, Strided, StridedMut};
 use super::{attention, back, copy, elementwise, matmul, matmul_id, norm, reduce, rope, rows, shape, softmax, sort};
-use crate::backend::exec::{Kernels, Region, SoftMax};
+use crate::backend::exec::{Extra, Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::Result;
 use crate::host::HostBuffer;
@@ -129,8 +129,8 @@ impl Kernels for CpuKernels<'_> {
     fn norm(&mut self, eps: f32, dst: StridedMut, a: Strided) -> Result<()> {
         norm::norm(&self.ex, eps, dst, a)
     }
-    fn soft_max(&mut self, p: SoftMax, dst: StridedMut, a: Strided, mask: Option<Strided>) -> Result<()> {
-        softmax::soft_max(&self.ex, p.scale, p.max_bias, dst, a, mask)
+    fn soft_max(&mut self, p: SoftMax, dst: StridedMut, a: Strided, extra: Extra<Strided>) -> Result<()> {
+        softmax::soft_max(&self.ex, p, dst, a, extra)
     }
     fn diag_mask_inf(&mut self, n_past: i32, dst: StridedMut, a: Strided) -> Result<()> {
         softmax::diag_mask_inf(&self.ex, n_past, dst, a)
@@ -152,9 +152,8 @@ impl Kernels for CpuKernels<'_> {
     fn repeat(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         shape::repeat(&self.ex, dst, a)
     }
-    fn flash_attn(&mut self, p: SoftMax, dst: StridedMut, qkv: [Strided; 3], mask: Option<Strided>) -> Result<()> {
-        let [q, k, v] = qkv;
-        attention::flash_attn(&self.ex, p, dst, q, k, v, mask)
+    fn flash_attn(&mut self, p: SoftMax, dst: StridedMut, qkv: [Strided; 3], extra: Extra<Strided>) -> Result<()> {
+        attention::flash_attn(&self.ex, p, dst, qkv, extra)
     }
     fn repeat_back(&mut self, dst: StridedMut, a: Strided) -> Result<()> {
         back::repeat_back(&self.ex, dst, a)

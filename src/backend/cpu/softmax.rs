@@ -3,6 +3,7 @@
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
 use super::norm::map_rows;
+use crate::backend::exec::{Extra, SoftMax};
 use crate::error::{Error, Result};
 
 /// ggml's ALiBi slope of every head `h < n_head`: `m0^(h+1)` for the first
@@ -26,14 +27,10 @@ pub(super) fn alibi_slopes(n_head: u32, max_bias: f32) -> Vec<f32> {
 /// multiply-add, as ggml compiled with FMA does it), exponentials of
 /// `v - max` in f32 summed in f64, and the row scaled by `1/sum` rounded to
 /// f32. A row whose maximum is `-inf` (every value `-inf`) becomes zeros.
-pub(crate) fn soft_max(
-    ex: &Exec,
-    scale: f32,
-    max_bias: f32,
-    dst: StridedMut,
-    a: Strided,
-    mask: Option<Strided>,
-) -> Result<()> {
+/// With sinks, head `i2`'s sink joins the maximum and the sum, as ggml's.
+pub(crate) fn soft_max(ex: &Exec, p: SoftMax, dst: StridedMut, a: Strided, extra: Extra<Strided>) -> Result<()> {
+    let (SoftMax { scale, max_bias }, mask) = (p, extra.mask);
+    let sinks = head_sinks(extra.sinks, a.l.ne[2])?;
     let sm = mask.map(|m| Scalar::of("soft_max", m.l.dtype)).transpose()?;
     if let Some(m) = mask {
         let (mne, ane) = (m.l.ne, a.l.ne);
@@ -67,6 +64,8 @@ pub(crate) fn soft_max(
             }
             // ggml's MAX(max, v): a NaN value replaces the running maximum
             let max = y.iter().fold(f32::NEG_INFINITY, |m, &v| if m > v { m } else { v });
+            let sink = sinks.as_ref().map(|s| s[i2 as usize]);
+            let max = sink.map_or(max, |s| max.max(s));
             if max == f32::NEG_INFINITY {
                 y.fill(0.0);
                 return;
@@ -76,12 +75,25 @@ pub(crate) fn soft_max(
                 *o = (*o - max).exp();
                 sum += f64::from(*o);
             }
+            if let Some(s) = sink {
+                sum += f64::from((s - max).exp());
+            }
             let inv = (1.0 / sum) as f32;
             for o in y.iter_mut() {
                 *o *= inv;
             }
         },
     )
+}
+
+/// The `n_head` sinks of a softmax or an attention, read once, if it has them.
+pub(super) fn head_sinks(sinks: Option<Strided>, n_head: i64) -> Result<Option<Vec<f32>>> {
+    let Some(s) = sinks else { return Ok(None) };
+    if s.l.ne[0] != n_head || s.l.dtype != crate::dtype::DType::F32 || !s.packed_rows() {
+        return Err(Error::internal(format!("sinks ne={:?} {} for {n_head} heads", s.l.ne, s.l.dtype)));
+    }
+    // SAFETY: n_head packed f32 inside the sinks' tensor (checked above and when the op was made).
+    Ok(Some(unsafe { std::slice::from_raw_parts(s.ptr().cast::<f32>(), n_head as usize) }.to_vec()))
 }
 
 /// `dst = a` with every element `i0 > n_past + i1` set to `-inf`. `dst` may be

@@ -5,7 +5,7 @@
 use super::device::Device;
 use super::kernels::alibi_params;
 use super::launch::{launch, per_row, Bound, BoundMut};
-use crate::backend::exec::SoftMax;
+use crate::backend::exec::{Extra, SoftMax};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -27,9 +27,9 @@ pub(crate) fn query_rounding(t: DType) -> Option<i32> {
 
 /// `dst[:, h, i, s] = softmax(scale·q·kᵀ + slope·mask)·v` (see
 /// [`crate::Context::flash_attn_ext`]).
-pub(crate) fn flash_attn(dev: &Device, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], mask: Option<Bound>) -> Result<()> {
+pub(crate) fn flash_attn(dev: &Device, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], extra: Extra<Bound>) -> Result<()> {
     const OP: &str = "flash_attn_ext";
-    let [q, k, v] = qkv;
+    let ([q, k, v], mask) = (qkv, extra.mask);
     let q_round =
         query_rounding(k.l.dtype).ok_or(Error::Unsupported { op: "flash_attn_ext (CUDA keys)", dtype: k.l.dtype })?;
     let (qn, kn) = (q.l.ne, k.l.ne);
@@ -49,6 +49,6 @@ pub(crate) fn flash_attn(dev: &Device, p: SoftMax, dst: BoundMut, qkv: [Bound; 3
     let units = qn[1] * qn[2] * qn[3];
     launch!(dev, "attention", "rg_flash_attn", per_row(units, shared)?;
         scale, nhl2, m0, m1, dst.ptr, dst.p(OP)?, q.ptr, q.p(OP)?, k.ptr, k.q(OP)?, v.ptr, v.q(OP)?,
-        mp, mk, i32::from(mask.is_some()), q_round);
+        mp, mk, i32::from(mask.is_some()), q_round, super::ops::sinks_ptr(extra.sinks, qn[2])?);
     Ok(())
 }

@@ -120,6 +120,7 @@ pub fn glu_code(op: crate::op::GluOp) -> i32 {
     match op {
         crate::op::GluOp::Swiglu => 0,
         crate::op::GluOp::Geglu => 1,
+        crate::op::GluOp::SwigluOai => 2,
     }
 }
 

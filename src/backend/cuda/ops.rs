@@ -6,7 +6,7 @@ use super::device::Device;
 use super::fast;
 use super::kernels::{self, alibi_params, glu_code, KRope};
 use super::launch::{flat, launch, per_row, Bound, BoundMut};
-use crate::backend::exec::SoftMax;
+use crate::backend::exec::{Extra, SoftMax};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -112,17 +112,26 @@ pub(crate) fn norm(dev: &Device, eps: f32, dst: BoundMut, a: Bound) -> Result<()
     Ok(())
 }
 
-/// Row softmax of `a*scale + slope*mask`.
-pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: BoundMut, a: Bound, mask: Option<Bound>) -> Result<()> {
+/// Row softmax of `a*scale + slope*mask`, with head `i2`'s sink in its rows' sums.
+pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: BoundMut, a: Bound, extra: Extra<Bound>) -> Result<()> {
     let (scale, (nhl2, m0, m1)) = (p.scale, alibi_params(a.l.ne[2], p.max_bias));
-    let (mp, mk) = match mask {
+    let (mp, mk) = match extra.mask {
         Some(m) => (m.ptr, m.p("soft_max")?),
         None => (0u64, a.p("soft_max")?),
     };
     launch!(dev, "softmax", "rg_soft_max", per_row(a.l.nrows(), 0)?;
         scale, nhl2, m0, m1, dst.ptr, dst.p("soft_max")?, a.ptr, a.p("soft_max")?, mp, mk,
-        i32::from(mask.is_some()));
+        i32::from(extra.mask.is_some()), sinks_ptr(extra.sinks, a.l.ne[2])?);
     Ok(())
+}
+
+/// The device address of `n_head` packed F32 sinks, or 0 without them.
+pub(crate) fn sinks_ptr(sinks: Option<Bound>, n_head: i64) -> Result<u64> {
+    match sinks {
+        None => Ok(0),
+        Some(s) if s.l.dtype == DType::F32 && s.l.ne[0] == n_head && s.l.is_contiguous() => Ok(s.ptr),
+        Some(s) => Err(Error::internal(format!("sinks ne={:?} {} for {n_head} heads", s.l.ne, s.l.dtype))),
+    }
 }
 
 /// Elements past the causal diagonal set to `-inf`.

@@ -7,7 +7,7 @@ use super::kernels::{self, unary_code, UNARY_SCALE};
 use super::launch::{Bound, BoundMut};
 use super::matmul::{self, QuantPath};
 use super::{back, ops, quant};
-use crate::backend::exec::{Kernels, Region, SoftMax};
+use crate::backend::exec::{Extra, Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -104,8 +104,8 @@ impl Kernels for CudaKernels<'_> {
     fn norm(&mut self, eps: f32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::norm(self.dev, eps, dst, a)
     }
-    fn soft_max(&mut self, p: SoftMax, dst: BoundMut, a: Bound, mask: Option<Bound>) -> Result<()> {
-        ops::soft_max(self.dev, p, dst, a, mask)
+    fn soft_max(&mut self, p: SoftMax, dst: BoundMut, a: Bound, extra: Extra<Bound>) -> Result<()> {
+        ops::soft_max(self.dev, p, dst, a, extra)
     }
     fn diag_mask_inf(&mut self, n_past: i32, dst: BoundMut, a: Bound) -> Result<()> {
         ops::diag_mask_inf(self.dev, n_past, dst, a)
@@ -127,8 +127,8 @@ impl Kernels for CudaKernels<'_> {
     fn repeat(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         ops::repeat(self.dev, dst, a)
     }
-    fn flash_attn(&mut self, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], mask: Option<Bound>) -> Result<()> {
-        super::attention::flash_attn(self.dev, p, dst, qkv, mask)
+    fn flash_attn(&mut self, p: SoftMax, dst: BoundMut, qkv: [Bound; 3], extra: Extra<Bound>) -> Result<()> {
+        super::attention::flash_attn(self.dev, p, dst, qkv, extra)
     }
     fn repeat_back(&mut self, dst: BoundMut, a: Bound) -> Result<()> {
         back::repeat_back(self.dev, dst, a)
