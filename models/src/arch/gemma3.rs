@@ -10,7 +10,7 @@ use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 use rgml::GluOp;
 
-pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: true, fused_gate_up: false };
+pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: true, ..Needs::LLAMA };
 
 /// The `gemma3` architecture.
 pub(crate) const ARCH: Architecture =
@@ -52,12 +52,13 @@ pub(super) fn read_hparams(k: &Keys, hp: &mut Hparams) -> Result<()> {
 
 /// `s = x + norm(attn(norm(x)))`, then `s + norm(ffn(norm(s)))`.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
-    let q = b.c.scale(b.rope(l, b.norm_opt(q, l.q_norm)?)?, b.hp.kq_scale)?;
-    let k = b.rope(l, b.norm_opt(k, l.k_norm)?)?;
+    let (q, k, v) = b.qkv(l, b.norm_opt(x, l.attn_norm)?)?;
+    let (q, k) = b.head_norms(l, q, k)?;
+    let q = b.c.scale(b.rope(l, q)?, b.hp.kq_scale)?;
+    let k = b.rope(l, k)?;
     let a = b.attention(l, q, k, v, 1.0)?;
     let (a, x) = b.last_rows(l, a, x)?;
     let s = b.c.add(b.norm_opt(b.attn_out(l, a)?, l.attn_post_norm)?, x)?;
-    let f = b.ffn(l, b.norm(s, l.ffn_norm)?, GluOp::Geglu)?;
+    let f = b.ffn(l, b.norm_opt(s, l.ffn_norm)?, GluOp::Geglu)?;
     b.c.add(b.norm_opt(f, l.ffn_post_norm)?, s)
 }

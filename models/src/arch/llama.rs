@@ -11,7 +11,7 @@ use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 use rgml::GluOp;
 
-pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: false };
+pub(super) const NEEDS: Needs = Needs::LLAMA;
 
 /// The `llama` architecture.
 pub(crate) const ARCH: Architecture = Architecture {
@@ -32,13 +32,13 @@ pub(super) fn normed_experts(_k: &Keys, hp: &mut Hparams) -> Result<()> {
     Ok(())
 }
 
-/// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the query and key heads normed first
-/// where the layer has head norms (Qwen 3).
+/// `x + attn(norm(x))`, then `+ ffn(norm(·))`; the queries and keys normed first
+/// where the layer has their norms (per head: Qwen 3; whole: OLMoE).
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
-    let (q, k) = (b.norm_opt(q, l.q_norm)?, b.norm_opt(k, l.k_norm)?);
+    let (q, k, v) = b.qkv(l, b.norm_opt(x, l.attn_norm)?)?;
+    let (q, k) = b.head_norms(l, q, k)?;
     let a = b.attention(l, b.rope(l, q)?, b.rope(l, k)?, v, b.hp.kq_scale)?;
     let (a, x) = b.last_rows(l, a, x)?;
     let x = b.c.add(b.attn_out(l, a)?, x)?;
-    b.c.add(b.ffn(l, b.norm(x, l.ffn_norm)?, GluOp::Swiglu)?, x)
+    b.c.add(b.ffn(l, b.norm_opt(x, l.ffn_norm)?, GluOp::Swiglu)?, x)
 }

@@ -4,12 +4,16 @@
 //! [`Architecture`]; and the registry of them, [`ARCHS`].
 
 mod gemma3;
+mod granite;
 mod llama;
+mod olmo2;
+mod olmoe;
 mod phi3;
 mod qwen2;
 mod qwen2moe;
 mod qwen3;
 mod qwen3moe;
+mod smollm3;
 
 use rgml::gguf::GgufFile;
 use rgml::Result;
@@ -18,8 +22,19 @@ use crate::transformer::hparams::{meta, Hparams, Keys};
 use crate::transformer::Architecture;
 
 /// Every architecture rgml runs. Adding one is a module here and a line in this list.
-pub const ARCHS: &[&Architecture] =
-    &[&llama::ARCH, &qwen2::ARCH, &qwen3::ARCH, &gemma3::ARCH, &phi3::ARCH, &qwen2moe::ARCH, &qwen3moe::ARCH];
+pub const ARCHS: &[&Architecture] = &[
+    &llama::ARCH,
+    &qwen2::ARCH,
+    &qwen3::ARCH,
+    &gemma3::ARCH,
+    &phi3::ARCH,
+    &qwen2moe::ARCH,
+    &qwen3moe::ARCH,
+    &olmoe::ARCH,
+    &granite::ARCH,
+    &olmo2::ARCH,
+    &smollm3::ARCH,
+];
 
 /// The architecture named `name`, if rgml runs it.
 pub fn by_name(name: &str) -> Option<&'static Architecture> {

@@ -9,7 +9,7 @@ use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 use rgml::GluOp;
 
-pub(super) const NEEDS: Needs = Needs { qk_norm: false, post_norms: false, fused_gate_up: true };
+pub(super) const NEEDS: Needs = Needs { fused_gate_up: true, ..Needs::LLAMA };
 
 /// The `phi3` architecture.
 pub(crate) const ARCH: Architecture =
@@ -24,10 +24,10 @@ pub(super) fn read_hparams(_k: &Keys, hp: &mut Hparams) -> Result<()> {
 /// `x + attn(norm(x))` (queries scaled by 1/√head_dim first), then `+ ffn(norm(·))`
 /// with SwiGLU over the halves of the fused up projection.
 pub(super) fn block(b: &mut Block, l: &Layer, x: TensorId) -> Result<TensorId> {
-    let (q, k, v) = b.qkv(l, b.norm(x, l.attn_norm)?)?;
+    let (q, k, v) = b.qkv(l, b.norm_opt(x, l.attn_norm)?)?;
     let (q, k) = (b.rope(l, q)?, b.rope(l, k)?);
     let a = b.attention(l, b.c.scale(q, b.hp.kq_scale)?, k, v, 1.0)?;
     let (a, x) = b.last_rows(l, a, x)?;
     let x = b.c.add(b.attn_out(l, a)?, x)?;
-    b.c.add(x, b.ffn(l, b.norm(x, l.ffn_norm)?, GluOp::Swiglu)?)
+    b.c.add(x, b.ffn(l, b.norm_opt(x, l.ffn_norm)?, GluOp::Swiglu)?)
 }

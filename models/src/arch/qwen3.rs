@@ -8,7 +8,7 @@ use crate::transformer::blocks::Block;
 use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 
-pub(super) const NEEDS: Needs = Needs { qk_norm: true, post_norms: false, fused_gate_up: false };
+pub(super) const NEEDS: Needs = Needs { qk_norm: true, ..Needs::LLAMA };
 
 /// The `qwen3` architecture.
 pub(crate) const ARCH: Architecture = Architecture {

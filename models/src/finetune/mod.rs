@@ -22,7 +22,7 @@ use rgml::grad::optim::AdamW;
 use rgml::{load_gguf, Backend, BackendStorage, Context, CpuBackend, DType, Error, Graph, Result, TensorId};
 
 use crate::model::kv;
-use crate::transformer::blocks::{Adapters, Block, KvSpan};
+use crate::transformer::blocks::{embed_tokens, Adapters, Block, KvSpan};
 use crate::transformer::hparams::Hparams;
 use crate::transformer::weights::Loader;
 use params::Trained;
@@ -148,10 +148,7 @@ impl<B: Backend> Finetuner<B> {
         }
         let inputs = Self::inputs(&mut ctx, &hp, n)?;
         let (nt, ni) = (n as i64, &inputs);
-        let mut x = ctx.get_rows(globals.tok_embd, ni.tokens)?;
-        if let Some(s) = hp.embd_scale {
-            x = ctx.scale(x, s)?;
-        }
+        let mut x = embed_tokens(&ctx, &hp, &globals, ni.tokens)?;
         let mut b = Block {
             c: &mut ctx,
             hp: &hp,
@@ -170,7 +167,7 @@ impl<B: Backend> Finetuner<B> {
         for l in &layers {
             x = (arch.block)(&mut b, l, x)?;
         }
-        let logits = b.linear(globals.output, b.norm(x, globals.output_norm)?, globals.output_b)?;
+        let logits = b.logits(&globals, x)?;
         let loss = ctx.cross_entropy_loss(logits, ni.labels)?;
         ctx.set_output(loss)?;
         let ids: Vec<TensorId> = trained.iter().flat_map(Trained::params).collect();

@@ -37,7 +37,7 @@ use rgml::{
     load_gguf, Backend, BackendStorage, Context, ContextMark, CpuBackend, DType, Error, Graph, Plan, Result, TensorId,
 };
 
-use crate::transformer::blocks::{Block, KvSpan};
+use crate::transformer::blocks::{embed_tokens, Block, KvSpan};
 use crate::transformer::hparams::Hparams;
 use crate::transformer::weights::{Globals, Layer, Loader};
 use crate::transformer::Architecture;
@@ -437,10 +437,7 @@ impl<B: Backend> Model<B> {
         }
         let streams = if every_stream { n } else { 1 };
         let kv = KvSpan { first_cell: seq * self.stream_cells, stream_cells: self.stream_cells, streams };
-        let mut x = c.get_rows(self.globals.tok_embd, tokens)?;
-        if let Some(s) = self.hp.embd_scale {
-            x = c.scale(x, s)?;
-        }
+        let mut x = embed_tokens(c, &self.hp, &self.globals, tokens)?;
         let fused = self.fused_attention;
         let mut b = Block {
             c,
@@ -461,8 +458,7 @@ impl<B: Backend> Model<B> {
             x = (self.arch.block)(&mut b, l, x)?;
             b.c.set_name(x, format!("l_out.{}", l.index))?;
         }
-        let h = b.norm(x, self.globals.output_norm)?;
-        let logits = b.linear(self.globals.output, h, self.globals.output_b)?;
+        let logits = b.logits(&self.globals, x)?;
         c.set_name(logits, "logits")?;
         c.set_output(logits)?;
         let graph = Graph::build(c, &[logits])?;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use rgml::{Context, DType, GluOp, Result, TensorId};
 
 use super::hparams::Hparams;
-use super::weights::{Ffn, Layer, Qkv};
+use super::weights::{Ffn, Globals, Layer, Qkv};
 
 /// A LoRA adapter of a weight `w` (`[n_in, n_out]`): the product `w·x` becomes
 /// `w·x + scale·b·(a·x)`, with `a` `[n_in, rank]` and `b` `[rank, n_out]`.
@@ -113,9 +113,37 @@ impl Block<'_> {
         }
     }
 
-    /// Rotary embedding of `t` (`[head_dim, heads, n]`) with layer `l`'s settings.
+    /// Rotary embedding of `t` (`[head_dim, heads, n]`) with layer `l`'s settings;
+    /// `t` itself in a layer without rotation (SmolLM3's every fourth).
     pub fn rope(&self, l: &Layer, t: TensorId) -> Result<TensorId> {
+        if !self.hp.has_rope(l.index) {
+            return Ok(t);
+        }
         self.c.rope_with(t, self.pos, l.rope_factors, self.hp.rope_params(l.index))
+    }
+
+    /// The queries and keys (`[head_dim, heads, n]`) normed where the layer has
+    /// their norms: each head, or the whole projection (`qk_norm_full`).
+    pub fn head_norms(&self, l: &Layer, q: TensorId, k: TensorId) -> Result<(TensorId, TensorId)> {
+        let norm = |t: TensorId, w: Option<TensorId>| -> Result<TensorId> {
+            let Some(w) = w else { return Ok(t) };
+            if !l.qk_norm_full {
+                return self.norm(t, w);
+            }
+            let ne = self.c.layout(t)?.ne;
+            let whole = self.c.cont_reshape(t, &[ne[0] * ne[1], ne[2]])?;
+            self.c.reshape(self.norm(whole, w)?, &[ne[0], ne[1], ne[2]])
+        };
+        Ok((norm(q, l.q_norm)?, norm(k, l.k_norm)?))
+    }
+
+    /// `r`, the output of a block's branch, times the architecture's residual
+    /// scale (Granite), before it joins the residual stream.
+    pub fn residual(&self, r: TensorId) -> Result<TensorId> {
+        match self.hp.residual_scale {
+            Some(s) => self.c.scale(r, s),
+            None => Ok(r),
+        }
     }
 
     /// Attention of the rotated queries `q` over the cache after writing the rotated
@@ -251,6 +279,28 @@ impl Block<'_> {
                 self.linear(down, gu, None)
             }
             Ffn::Experts(ref x) => self.moe_ffn(x, h, glu),
+        }
+    }
+}
+
+/// The embeddings of the I32 `tokens`, scaled where the architecture says
+/// (Gemma's √n_embd, Granite's `embedding_scale`).
+pub(crate) fn embed_tokens(c: &Context, hp: &Hparams, g: &Globals, tokens: TensorId) -> Result<TensorId> {
+    let x = c.get_rows(g.tok_embd, tokens)?;
+    match hp.embd_scale {
+        Some(s) => c.scale(x, s),
+        None => Ok(x),
+    }
+}
+
+impl Block<'_> {
+    /// The logits of the last layer's output `x`: the output norm, the vocabulary
+    /// projection (and its bias), divided by the logit scale where there is one.
+    pub fn logits(&self, g: &Globals, x: TensorId) -> Result<TensorId> {
+        let logits = self.linear(g.output, self.norm(x, g.output_norm)?, g.output_b)?;
+        match self.hp.logit_scale {
+            Some(s) => self.c.scale(logits, 1.0 / s),
+            None => Ok(logits),
         }
     }
 }

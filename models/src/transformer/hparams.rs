@@ -147,6 +147,13 @@ pub struct Hparams {
     pub embd_scale: Option<f32>,
     /// Mixture-of-experts feed-forward layers, if the model has them.
     pub moe: Option<Moe>,
+    /// A factor on each block's branches before they join the residual (Granite).
+    pub residual_scale: Option<f32>,
+    /// The logits divided by this (Granite's `logit_scale`).
+    pub logit_scale: Option<f32>,
+    /// Layers that skip the rotary embedding (SmolLM3's every fourth; every layer
+    /// of a Granite file whose `rope.scaling.finetuned` is false); empty: none.
+    pub no_rope: Vec<bool>,
 }
 
 impl Hparams {
@@ -161,6 +168,10 @@ impl Hparams {
     /// Width of all query heads together.
     pub fn n_embd_q(&self) -> usize {
         self.head_dim * self.n_head
+    }
+    /// Whether layer `il` rotates its queries and keys.
+    pub fn has_rope(&self, il: usize) -> bool {
+        !self.no_rope.get(il).copied().unwrap_or(false)
     }
     /// Whether layer `il` attends through the sliding window.
     pub fn is_swa(&self, il: usize) -> bool {
@@ -209,6 +220,16 @@ impl Hparams {
         }
         if let Some(e) = self.embd_scale {
             s += &format!("\nembeddings scaled by {e}");
+        }
+        if let Some(r) = self.residual_scale {
+            s += &format!("\nresidual branches scaled by {r}");
+        }
+        if let Some(l) = self.logit_scale {
+            s += &format!("\nlogits divided by {l}");
+        }
+        let plain = self.no_rope.iter().filter(|&&x| x).count();
+        if plain > 0 {
+            s += &format!("\n{plain} of {} layers without rotary embedding", self.n_layer);
         }
         if let Some(m) = &self.moe {
             s += &format!(
@@ -284,6 +305,9 @@ impl Hparams {
             kq_scale: 1.0 / (head_dim as f32).sqrt(),
             embd_scale: None,
             moe,
+            residual_scale: None,
+            logit_scale: None,
+            no_rope: Vec::new(),
         };
         if !(hp.rms_eps.is_finite() && hp.rms_eps >= 0.0) {
             return Err(meta(

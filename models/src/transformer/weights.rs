@@ -6,14 +6,26 @@ use rgml::{Context, Error, Result, TensorId, Weights};
 use super::hparams::Hparams;
 
 /// What an architecture's layers have beyond the common tensors.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Needs {
-    /// Per-head RMS norms of the queries and keys (`attn_q_norm`, `attn_k_norm`).
+    /// RMS norms of the queries and keys (`attn_q_norm`, `attn_k_norm`): per head,
+    /// or over the whole projection with `full_qk_norm`.
     pub qk_norm: bool,
+    /// The query and key norms span the whole projection (OLMo 2, OLMoE), not a head.
+    pub full_qk_norm: bool,
+    /// Norms before attention and before the feed-forward (`attn_norm`,
+    /// `ffn_norm`); OLMo 2 has none.
+    pub pre_norms: bool,
     /// Norms after attention and after the feed-forward (`post_attention_norm`, `post_ffw_norm`).
     pub post_norms: bool,
     /// `ffn_up` holds the gate and up projections, `2·n_ff` rows, and there is no `ffn_gate`.
     pub fused_gate_up: bool,
+}
+
+impl Needs {
+    /// Llama's layers: pre-norms, nothing more.
+    pub const LLAMA: Needs =
+        Needs { qk_norm: false, full_qk_norm: false, pre_norms: true, post_norms: false, fused_gate_up: false };
 }
 
 /// The query, key and value projections: one fused matrix or three.
@@ -74,14 +86,16 @@ pub(crate) struct SharedExpert {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Layer {
     pub index: usize,
-    pub attn_norm: TensorId,
+    pub attn_norm: Option<TensorId>,
     pub qkv: Qkv,
     pub q_norm: Option<TensorId>,
     pub k_norm: Option<TensorId>,
+    /// The query and key norms span the whole projection, not a head.
+    pub qk_norm_full: bool,
     pub wo: TensorId,
     pub wo_b: Option<TensorId>,
     pub attn_post_norm: Option<TensorId>,
-    pub ffn_norm: TensorId,
+    pub ffn_norm: Option<TensorId>,
     pub ffn: Ffn,
     pub ffn_post_norm: Option<TensorId>,
     /// Rope frequency factors (llama-3's `rope_freqs`, Phi-3's long or short factors).
@@ -199,16 +213,18 @@ impl Hparams {
         };
         let hd = self.head_dim;
         let need = |on: bool, name: &str, ne: &[usize]| if on { ld.get(name, ne).map(Some) } else { Ok(None) };
+        let (q_width, k_width) = if needs.full_qk_norm { (nq, nk) } else { (hd, hd) };
         Ok(Layer {
             index: i,
-            attn_norm: ld.get(&n("attn_norm.weight"), &[e])?,
+            attn_norm: need(needs.pre_norms, &n("attn_norm.weight"), &[e])?,
             qkv,
-            q_norm: need(needs.qk_norm, &n("attn_q_norm.weight"), &[hd])?,
-            k_norm: need(needs.qk_norm, &n("attn_k_norm.weight"), &[hd])?,
+            q_norm: need(needs.qk_norm, &n("attn_q_norm.weight"), &[q_width])?,
+            k_norm: need(needs.qk_norm, &n("attn_k_norm.weight"), &[k_width])?,
+            qk_norm_full: needs.full_qk_norm,
             wo: ld.get(&n("attn_output.weight"), &[self.head_dim_v * self.n_head, e])?,
             wo_b: ld.opt(&n("attn_output.bias"), &[e])?,
             attn_post_norm: need(needs.post_norms, &n("post_attention_norm.weight"), &[e])?,
-            ffn_norm: ld.get(&n("ffn_norm.weight"), &[e])?,
+            ffn_norm: need(needs.pre_norms, &n("ffn_norm.weight"), &[e])?,
             ffn,
             ffn_post_norm: need(needs.post_norms, &n("post_ffw_norm.weight"), &[e])?,
             rope_factors: self.rope_factors(ld, n_ctx)?,
