@@ -5,7 +5,7 @@
 use rgml::{Result, TensorId};
 
 use crate::transformer::blocks::Block;
-use crate::transformer::hparams::{meta, Hparams, Keys, SlidingWindow};
+use crate::transformer::hparams::{meta, read_sliding_window, Hparams, Keys};
 use crate::transformer::weights::{Layer, Needs};
 use crate::transformer::Architecture;
 use rgml::GluOp;
@@ -25,22 +25,8 @@ const SWA_PERIOD: usize = 6;
 /// (1/√head_dim; 1/√(n_embd/n_head) for the 27B model, which llama.cpp knows by its 62
 /// layers) and the embedding scale.
 pub(super) fn read_hparams(k: &Keys, hp: &mut Hparams) -> Result<()> {
-    if let Some(window) = k.opt_count("attention.sliding_window", 0, usize::MAX)?.filter(|&w| w > 0) {
-        let layers = match k.get("attention.sliding_window_pattern") {
-            Some(rgml::gguf::Value::Array(a)) => {
-                let flags = a.as_bool().ok_or_else(|| {
-                    meta(&k.key("attention.sliding_window_pattern"), "expected an array of bool or a period")
-                })?;
-                (0..hp.n_layer).map(|il| flags.get(il).copied().unwrap_or(false)).collect()
-            }
-            _ => {
-                let period = k.opt_count("attention.sliding_window_pattern", 0, usize::MAX)?.unwrap_or(SWA_PERIOD);
-                (0..hp.n_layer).map(|il| period == 0 || il % period < period - 1).collect()
-            }
-        };
-        let freq_base = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
-        hp.swa = Some(SlidingWindow { window, layers, freq_base, freq_scale: 1.0 });
-    }
+    let freq_base = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
+    hp.swa = read_sliding_window(k, hp.n_layer, SWA_PERIOD, freq_base, 1.0)?;
     if k.opt_f32("final_logit_softcapping")?.is_some_and(|c| c != 0.0) {
         return Err(meta(&k.key("final_logit_softcapping"), "logit soft-capping is not supported"));
     }

@@ -4,6 +4,7 @@
 //! [`Architecture`]; and the registry of them, [`ARCHS`].
 
 mod gemma3;
+mod gpt_oss;
 mod granite;
 mod llama;
 mod olmo2;
@@ -34,6 +35,7 @@ pub const ARCHS: &[&Architecture] = &[
     &granite::ARCH,
     &olmo2::ARCH,
     &smollm3::ARCH,
+    &gpt_oss::ARCH,
 ];
 
 /// The architecture named `name`, if rgml runs it.

@@ -175,12 +175,12 @@ impl Block<'_> {
             let values =
                 self.c.view_3d(l.v_cache, [hdv, n_kv, nkv], vl.nb[1], v_head, self.kv.first_cell * vl.nb[1])?;
             // [hdv, nh, nt]: the heads of each position side by side, as the unfused result
-            let o = self.c.flash_attn_ext(q, keys, values, Some(mask), kq_scale, 0.0)?;
+            let o = self.fused_attention(l, [q, keys, values], mask, kq_scale)?;
             return self.c.reshape(o, &[hdv * nh, nt]);
         }
         // [n_kv, nt, nh]: the keys against the queries
         let kq = self.c.mul_mat(keys, q)?;
-        let kq = self.c.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
+        let kq = self.attention_weights(l, kq, mask, kq_scale)?;
         let values = self.values(l, hdv, nkv)?; // [n_kv, hdv, nkv]
                                                 // [hdv, nt, nh] seen as [hdv, nh, nt], copied to rows of hdv·nh
         self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
@@ -209,7 +209,7 @@ impl Block<'_> {
         let keys = self.c.view_4d(l.k_cache, [hd, n_kv, nkv, s], [kl.nb[1], k_head, stream(kl.nb[1])], 0)?;
         let values = self.c.view_4d(l.v_cache, [hdv, n_kv, nkv, s], [vl.nb[1], v_head, stream(vl.nb[1])], 0)?;
         // [hdv, nh, 1, streams]
-        let o = self.c.flash_attn_ext(q, keys, values, Some(mask), kq_scale, 0.0)?;
+        let o = self.fused_attention(l, [q, keys, values], mask, kq_scale)?;
         self.c.reshape(o, &[hdv * nh, nt])
     }
 
@@ -221,7 +221,7 @@ impl Block<'_> {
         let mask = if hp.is_swa(l.index) { self.mask_swa.unwrap_or(self.mask) } else { self.mask };
         let keys = self.c.permute(k, [0, 2, 1, 3])?; // [hd, nt, nkv]
         let q = self.c.permute(q, [0, 2, 1, 3])?; // [hd, nt, nh]
-        let kq = self.c.soft_max_ext(self.c.mul_mat(keys, q)?, Some(mask), kq_scale, 0.0)?;
+        let kq = self.attention_weights(l, self.c.mul_mat(keys, q)?, mask, kq_scale)?;
         // [nt, hdv, nkv]: the values transposed (a view)
         let values = self.c.permute(self.c.reshape(v, &[hdv, nkv, nt])?, [1, 2, 0, 3])?;
         self.c.cont_reshape(self.c.permute(self.c.mul_mat(values, kq)?, [0, 2, 1, 3])?, &[hdv * nh, nt])
@@ -247,6 +247,25 @@ impl Block<'_> {
             [vl.nb[1], es, hdv as usize * es, vl.nb[1] * n_kv as usize],
             first,
         )
+    }
+
+    /// The softmax of the scores `kq` (scaled, masked), with the layer's sinks.
+    fn attention_weights(&self, l: &Layer, kq: TensorId, mask: TensorId, scale: f32) -> Result<TensorId> {
+        let p = self.c.soft_max_ext(kq, Some(mask), scale, 0.0)?;
+        match l.sinks {
+            Some(s) => self.c.soft_max_add_sinks(p, s),
+            None => Ok(p),
+        }
+    }
+
+    /// `flash_attn_ext` of the queries, keys and values, with the layer's sinks.
+    fn fused_attention(&self, l: &Layer, qkv: [TensorId; 3], mask: TensorId, scale: f32) -> Result<TensorId> {
+        let [q, k, v] = qkv;
+        let o = self.c.flash_attn_ext(q, k, v, Some(mask), scale, 0.0)?;
+        match l.sinks {
+            Some(s) => self.c.flash_attn_ext_add_sinks(o, s),
+            None => Ok(o),
+        }
     }
 
     /// The output projection of an attention result.

@@ -361,6 +361,36 @@ pub(crate) fn meta(key: &str, msg: impl Into<String>) -> Error {
     Error::Metadata { key: key.to_string(), msg: msg.into() }
 }
 
+/// The sliding window, if `attention.sliding_window` is there and not 0: the
+/// layers that use it from `attention.sliding_window_pattern` (an array of flags,
+/// or a period `p`: layer `il` is windowed when `il % p < p - 1`, every layer when
+/// `p` is 0; `default_period` when absent), rotating with `freq_base` and
+/// `freq_scale` (as llama.cpp's `load_swa_pattern`).
+pub(crate) fn read_sliding_window(
+    k: &Keys,
+    n_layer: usize,
+    default_period: usize,
+    freq_base: f32,
+    freq_scale: f32,
+) -> Result<Option<SlidingWindow>> {
+    let Some(window) = k.opt_count("attention.sliding_window", 0, usize::MAX)?.filter(|&w| w > 0) else {
+        return Ok(None);
+    };
+    let layers = match k.get("attention.sliding_window_pattern") {
+        Some(Value::Array(a)) => {
+            let flags = a.as_bool().ok_or_else(|| {
+                meta(&k.key("attention.sliding_window_pattern"), "expected an array of bool or a period")
+            })?;
+            (0..n_layer).map(|il| flags.get(il).copied().unwrap_or(false)).collect()
+        }
+        _ => {
+            let period = k.opt_count("attention.sliding_window_pattern", 0, usize::MAX)?.unwrap_or(default_period);
+            (0..n_layer).map(|il| period == 0 || il % period < period - 1).collect()
+        }
+    };
+    Ok(Some(SlidingWindow { window, layers, freq_base, freq_scale }))
+}
+
 /// The expert keys, if `expert_count` is there and not 0: counts checked, the
 /// gating softmax and the weights neither normed nor scaled unless the file says
 /// (`expert_gating_func` 1 softmax, 2 sigmoid, 3 softmax of the picked;

@@ -20,12 +20,21 @@ pub(crate) struct Needs {
     pub post_norms: bool,
     /// `ffn_up` holds the gate and up projections, `2·n_ff` rows, and there is no `ffn_gate`.
     pub fused_gate_up: bool,
+    /// The name of the norm before the feed-forward (gpt-oss calls it
+    /// `post_attention_norm`).
+    pub ffn_norm_name: &'static str,
 }
 
 impl Needs {
     /// Llama's layers: pre-norms, nothing more.
-    pub const LLAMA: Needs =
-        Needs { qk_norm: false, full_qk_norm: false, pre_norms: true, post_norms: false, fused_gate_up: false };
+    pub const LLAMA: Needs = Needs {
+        qk_norm: false,
+        full_qk_norm: false,
+        pre_norms: true,
+        post_norms: false,
+        fused_gate_up: false,
+        ffn_norm_name: "ffn_norm",
+    };
 }
 
 /// The query, key and value projections: one fused matrix or three.
@@ -100,6 +109,8 @@ pub(crate) struct Layer {
     pub ffn_post_norm: Option<TensorId>,
     /// Rope frequency factors (llama-3's `rope_freqs`, Phi-3's long or short factors).
     pub rope_factors: Option<TensorId>,
+    /// Attention sinks, a logit per head (gpt-oss's `attn_sinks`).
+    pub sinks: Option<TensorId>,
     pub k_cache: TensorId,
     pub v_cache: TensorId,
 }
@@ -224,10 +235,11 @@ impl Hparams {
             wo: ld.get(&n("attn_output.weight"), &[self.head_dim_v * self.n_head, e])?,
             wo_b: ld.opt(&n("attn_output.bias"), &[e])?,
             attn_post_norm: need(needs.post_norms, &n("post_attention_norm.weight"), &[e])?,
-            ffn_norm: need(needs.pre_norms, &n("ffn_norm.weight"), &[e])?,
+            ffn_norm: need(needs.pre_norms, &n(&format!("{}.weight", needs.ffn_norm_name)), &[e])?,
             ffn,
             ffn_post_norm: need(needs.post_norms, &n("post_ffw_norm.weight"), &[e])?,
             rope_factors: self.rope_factors(ld, n_ctx)?,
+            sinks: ld.opt(&n("attn_sinks.weight"), &[self.n_head])?,
             k_cache: caches.0,
             v_cache: caches.1,
         })
