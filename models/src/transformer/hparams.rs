@@ -293,7 +293,7 @@ pub(crate) fn meta(key: &str, msg: impl Into<String>) -> Error {
 /// The rope settings as llama.cpp derives them for a context (`llama_context`'s
 /// constructor): the scaling type (default linear), the factor, and YaRN's
 /// extrapolation mix and magnitude correction.
-fn read_rope(k: &Keys, mode: i32, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
+pub(crate) fn read_rope(k: &Keys, mode: i32, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
     let freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
     let scaling = match k.opt_str("rope.scaling.type")?.unwrap_or("linear") {
         "none" => RopeScaling::None,
