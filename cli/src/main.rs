@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 mod args;
 
-use args::{BenchArgs, DeviceArgs, ExecArgs};
+use args::{BenchArgs, DeviceArgs, ExecArgs, RepackArgs};
 use clap::{ArgGroup, Parser, Subcommand};
 use rgml_cli::backend_arg::BackendArg;
 use rgml_cli::chat_cli;
@@ -98,6 +98,35 @@ enum Cmd {
         logits: Option<std::path::PathBuf>,
         #[command(flatten)]
         exec: ExecArgs,
+    },
+    /// Print the embedding of each line of a text, one JSON array per line, as llama.cpp's
+    /// llama-embedding computes it: an encoder's (bert, nomic-bert) or a decoder's final
+    /// hidden states, pooled as the model file says unless --pooling says otherwise.
+    #[command(group(ArgGroup::new("input").required(true).args(["prompt", "file"])))]
+    Embed {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// The text: each of its lines an input.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Read the text from this UTF-8 file: each of its lines an input.
+        #[arg(long, short = 'f')]
+        file: Option<std::path::PathBuf>,
+        /// none (every token's vector: an array of arrays per line), mean, cls or last
+        /// (default: the file's pooling_type, else none).
+        #[arg(long, value_parser = parse_pooling)]
+        pooling: Option<rgml_models::embed::Pooling>,
+        /// Scale each vector to Euclidean length 1 (llama-embedding's --embd-normalize 2,
+        /// its default; without, the raw vectors).
+        #[arg(long)]
+        normalize: bool,
+        /// The longest input in tokens (default: the model's context length, at most 4096).
+        #[arg(long)]
+        n_ctx: Option<usize>,
+        #[command(flatten)]
+        on: DeviceArgs,
+        #[command(flatten)]
+        repack: RepackArgs,
     },
     /// Perplexity of a model on a text file, as llama.cpp's llama-perplexity measures it
     /// (chunks of --ctx tokens, the second half of each scored).
@@ -256,7 +285,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench(a),
         Cmd::Inspect { file } => rgml_cli::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             out!("{s}");
-            outln!("\nmodel:\n  {}", rgml_models::model::describe_file(&file).replace('\n', "\n  "));
+            outln!("\nmodel:\n  {}", rgml_models::embed::describe_file(&file).replace('\n', "\n  "));
             ExitCode::SUCCESS
         }),
         Cmd::Dump { file, tensor, out } => {
@@ -288,6 +317,19 @@ fn main() -> ExitCode {
                 load: exec.load(),
             };
             exec.backend(&model).and_then(|b| rgml_cli::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Embed { model, prompt, file, pooling, normalize, n_ctx, on, repack } => {
+            use rgml_cli::embed_cli::{EmbedInput, EmbedRun};
+            let input = match (prompt, file) {
+                (Some(t), _) => EmbedInput::Text(t),
+                (_, f) => EmbedInput::File(f.unwrap_or_default()),
+            };
+            let r = EmbedRun { input, pooling, normalize, n_ctx };
+            on.open_for_model(&model)
+                .and_then(|b| repack.apply(b))
+                .map_err(|e| e.to_string())
+                .and_then(|b| rgml_cli::embed_cli::run(&model, &r, b))
+                .map(|()| ExitCode::SUCCESS)
         }
         Cmd::Perplexity { model, file, ctx, exec } => exec
             .backend(&model)
@@ -369,6 +411,10 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn parse_pooling(s: &str) -> Result<rgml_models::embed::Pooling, String> {
+    s.parse()
 }
 
 fn eval(
