@@ -191,8 +191,9 @@ enum Cmd {
         exec: ExecArgs,
     },
     /// Serve a model over HTTP with OpenAI's API (/v1/chat/completions, /v1/completions,
-    /// /v1/models) and /health, /metrics: `--parallel` sequences decoded together
-    /// (continuous batching); a request's tokens do not depend on the others'.
+    /// /v1/embeddings, /v1/models) and /health, /metrics: `--parallel` sequences decoded
+    /// together (continuous batching); a request's tokens do not depend on the others'.
+    /// An embedding model (bert, nomic-bert) serves /v1/embeddings alone.
     Serve {
         /// The GGUF model.
         model: std::path::PathBuf,
@@ -222,6 +223,13 @@ enum Cmd {
         /// gets 408; a connection whose headers are late is closed).
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// With a text model: serve /v1/embeddings too, from a second, cache-free instance
+        /// of the model on its own thread (an embedding model always does).
+        #[arg(long)]
+        embeddings: bool,
+        /// How /v1/embeddings pools: mean, cls or last (default: the file's pooling_type).
+        #[arg(long, value_parser = parse_pooling)]
+        pooling: Option<rgml_models::embed::Pooling>,
         #[command(flatten)]
         exec: ExecArgs,
     },
@@ -355,7 +363,20 @@ fn main() -> ExitCode {
                 .and_then(|b| chat_cli::chat(&model, &opts, b, std::io::stdin().lock()))
                 .map(|()| ExitCode::SUCCESS)
         }
-        Cmd::Serve { model, host, port, parallel, max_queue, chunk, api_key, max_body, timeout, exec } => {
+        Cmd::Serve {
+            model,
+            host,
+            port,
+            parallel,
+            max_queue,
+            chunk,
+            api_key,
+            max_body,
+            timeout,
+            embeddings,
+            pooling,
+            exec,
+        } => {
             let limits = rgml_cli::serve::Limits {
                 max_body,
                 header_timeout_s: timeout,
@@ -371,15 +392,19 @@ fn main() -> ExitCode {
                 api_key,
                 limits,
                 load: exec.load(),
+                embeddings,
+                pooling,
             };
             // on the CPU every product keeps a row's bits whatever rows share it, so
             // that a sequence's answer does not depend on its company (nor, with
             // `run --row-invariant`, on whether it was served)
-            let backend = exec.backend(&model).and_then(|b| match b {
-                rgml::AnyBackend::Cpu(_) => b.with_row_invariant_products(true).map_err(|e| e.to_string()),
-                b => Ok(b),
-            });
-            backend.and_then(|b| rgml_cli::serve::serve(model, opts, b)).map(|()| ExitCode::SUCCESS)
+            let open = || {
+                exec.backend(&model).and_then(|b| match b {
+                    rgml::AnyBackend::Cpu(_) => b.with_row_invariant_products(true).map_err(|e| e.to_string()),
+                    b => Ok(b),
+                })
+            };
+            rgml_cli::serve::serve(model.clone(), opts, open).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {
             text_cli::tokenize(&model, text.as_deref(), jsonl.as_deref(), add_special, parse_special)

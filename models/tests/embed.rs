@@ -232,3 +232,33 @@ fn bad_metadata_names_the_key() {
         assert!(msg.contains(key) && msg.contains(what), "{key}: {msg}");
     }
 }
+
+#[test]
+fn the_service_answers_from_its_thread() {
+    use rgml_models::embed::service::{EmbedService, ServiceHealth};
+    use rgml_models::engine::SubmitError;
+    let path = dir().join("nomic_f32.gguf");
+    let inputs = vec![vec![2, 7, 8, 3], vec![2, 9, 3]];
+    let opts = EmbedOptions { pooling: Some(Pooling::Last), normalize: true };
+    let want: Vec<Vec<f32>> = inputs.iter().map(|ids| load(&path).embed(ids, &opts).unwrap()).collect();
+    let p = path.clone();
+    let s = EmbedService::start(move || Ok(load(&p)), 2);
+    while s.health() == ServiceHealth::Loading {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(matches!(s.health(), ServiceHealth::Ready(ref i) if i.arch == "nomic-bert"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.submit(inputs.clone(), opts, Box::new(move |r| tx.send(r).unwrap())).unwrap();
+    assert_eq!(rx.recv().unwrap().unwrap(), want);
+    // an input the model refuses fails its job with the model's error
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.submit(vec![vec![2, 3], vec![]], opts, Box::new(move |r| tx.send(r).unwrap())).unwrap();
+    assert!(rx.recv().unwrap().unwrap_err().to_string().contains("no tokens"));
+    // a model that does not load: every job is refused with why
+    let bad = EmbedService::start(|| EmbeddingModel::load(Path::new("/nonexistent.gguf"), 1), 2);
+    while bad.health() == ServiceHealth::Loading {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let e = bad.submit(inputs, opts, Box::new(|_| ())).unwrap_err();
+    assert!(matches!(e, SubmitError::Down(ref why) if why.contains("loading the model failed")), "{e:?}");
+}

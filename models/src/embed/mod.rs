@@ -299,6 +299,15 @@ pub fn is_encoder(f: &GgufFile) -> bool {
     f.get_str("general.architecture").is_ok_and(|a| arch::encoder_by_name(a).is_some())
 }
 
+/// The pooling `f`'s `{arch}.pooling_type` names, if any.
+///
+/// # Errors
+/// As [`EmbeddingModel::load_with`] for the key.
+pub fn file_pooling(f: &GgufFile) -> Result<Option<Pooling>> {
+    let prefix = f.get_str("general.architecture")?;
+    read_pooling(&Keys { f, prefix })
+}
+
 /// The layers of the model in `f`, encoder or decoder (the split of `--n-gpu-layers`).
 ///
 /// # Errors
