@@ -214,7 +214,9 @@ fn bad_input_is_an_error() {
 
 #[test]
 fn bad_metadata_names_the_key() {
-    let cases: [(&str, Value, &str); 6] = [
+    let cases: [(&str, Value, &str); 7] = [
+        // an architecture rgml does not run is named with those it does, encoders among them
+        ("general.architecture", Value::from("jina-bert-v2"), "nomic-bert"),
         ("bert.pooling_type", Value::U32(4), "rank"),
         ("bert.pooling_type", Value::U32(9), "not a pooling type"),
         ("bert.attention.causal", Value::U32(0), "expected bool"),
