@@ -6,7 +6,6 @@ use std::path::Path;
 use rgml::gguf::GgufFile;
 use rgml::{AnyBackend, Error, Result};
 
-use rgml_models::model::hparams::Hparams;
 use rgml_models::model::offload;
 
 /// Which backend a command runs on.
@@ -54,7 +53,7 @@ impl BackendArg {
             }
             BackendArg::Cpu => AnyBackend::cpu(threads),
             BackendArg::Cuda => {
-                let n_layer = Hparams::from_gguf(&GgufFile::open(model)?)?.n_layer;
+                let n_layer = rgml_models::embed::n_layer_of(&GgufFile::open(model)?)?;
                 let gpu = self.open(threads, device)?;
                 Ok(offload::split(gpu, AnyBackend::cpu(threads)?, n_layer, n_gpu_layers)?.into())
             }

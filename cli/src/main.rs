@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 mod args;
 
-use args::{BenchArgs, DeviceArgs, ExecArgs};
+use args::{BenchArgs, DeviceArgs, ExecArgs, RepackArgs};
 use clap::{ArgGroup, Parser, Subcommand};
 use rgml_cli::backend_arg::BackendArg;
 use rgml_cli::chat_cli;
@@ -99,6 +99,35 @@ enum Cmd {
         #[command(flatten)]
         exec: ExecArgs,
     },
+    /// Print the embedding of each line of a text, one JSON array per line, as llama.cpp's
+    /// llama-embedding computes it: an encoder's (bert, nomic-bert) or a decoder's final
+    /// hidden states, pooled as the model file says unless --pooling says otherwise.
+    #[command(group(ArgGroup::new("input").required(true).args(["prompt", "file"])))]
+    Embed {
+        /// The GGUF model.
+        model: std::path::PathBuf,
+        /// The text: each of its lines an input.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Read the text from this UTF-8 file: each of its lines an input.
+        #[arg(long, short = 'f')]
+        file: Option<std::path::PathBuf>,
+        /// none (every token's vector: an array of arrays per line), mean, cls or last
+        /// (default: the file's pooling_type, else none).
+        #[arg(long, value_parser = parse_pooling)]
+        pooling: Option<rgml_models::embed::Pooling>,
+        /// Scale each vector to Euclidean length 1 (llama-embedding's --embd-normalize 2,
+        /// its default; without, the raw vectors).
+        #[arg(long)]
+        normalize: bool,
+        /// The longest input in tokens (default: the model's context length, at most 4096).
+        #[arg(long)]
+        n_ctx: Option<usize>,
+        #[command(flatten)]
+        on: DeviceArgs,
+        #[command(flatten)]
+        repack: RepackArgs,
+    },
     /// Perplexity of a model on a text file, as llama.cpp's llama-perplexity measures it
     /// (chunks of --ctx tokens, the second half of each scored).
     Perplexity {
@@ -162,8 +191,9 @@ enum Cmd {
         exec: ExecArgs,
     },
     /// Serve a model over HTTP with OpenAI's API (/v1/chat/completions, /v1/completions,
-    /// /v1/models) and /health, /metrics: `--parallel` sequences decoded together
-    /// (continuous batching); a request's tokens do not depend on the others'.
+    /// /v1/embeddings, /v1/models) and /health, /metrics: `--parallel` sequences decoded
+    /// together (continuous batching); a request's tokens do not depend on the others'.
+    /// An embedding model (bert, nomic-bert) serves /v1/embeddings alone.
     Serve {
         /// The GGUF model.
         model: std::path::PathBuf,
@@ -193,6 +223,13 @@ enum Cmd {
         /// gets 408; a connection whose headers are late is closed).
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// With a text model: serve /v1/embeddings too, from a second, cache-free instance
+        /// of the model on its own thread (an embedding model always does).
+        #[arg(long)]
+        embeddings: bool,
+        /// How /v1/embeddings pools: mean, cls or last (default: the file's pooling_type).
+        #[arg(long, value_parser = parse_pooling)]
+        pooling: Option<rgml_models::embed::Pooling>,
         #[command(flatten)]
         exec: ExecArgs,
     },
@@ -256,7 +293,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench(a),
         Cmd::Inspect { file } => rgml_cli::gguf_cli::inspect(&file).map_err(|e| e.to_string()).map(|s| {
             out!("{s}");
-            outln!("\nmodel:\n  {}", rgml_models::model::describe_file(&file).replace('\n', "\n  "));
+            outln!("\nmodel:\n  {}", rgml_models::embed::describe_file(&file).replace('\n', "\n  "));
             ExitCode::SUCCESS
         }),
         Cmd::Dump { file, tensor, out } => {
@@ -289,6 +326,19 @@ fn main() -> ExitCode {
             };
             exec.backend(&model).and_then(|b| rgml_cli::run::run(&model, &opts, b)).map(|()| ExitCode::SUCCESS)
         }
+        Cmd::Embed { model, prompt, file, pooling, normalize, n_ctx, on, repack } => {
+            use rgml_cli::embed_cli::{EmbedInput, EmbedRun};
+            let input = match (prompt, file) {
+                (Some(t), _) => EmbedInput::Text(t),
+                (_, f) => EmbedInput::File(f.unwrap_or_default()),
+            };
+            let r = EmbedRun { input, pooling, normalize, n_ctx };
+            on.open_for_model(&model)
+                .and_then(|b| repack.apply(b))
+                .map_err(|e| e.to_string())
+                .and_then(|b| rgml_cli::embed_cli::run(&model, &r, b))
+                .map(|()| ExitCode::SUCCESS)
+        }
         Cmd::Perplexity { model, file, ctx, exec } => exec
             .backend(&model)
             .and_then(|b| rgml_cli::perplexity_cli::run(&model, &file, ctx, exec.load(), b))
@@ -313,7 +363,20 @@ fn main() -> ExitCode {
                 .and_then(|b| chat_cli::chat(&model, &opts, b, std::io::stdin().lock()))
                 .map(|()| ExitCode::SUCCESS)
         }
-        Cmd::Serve { model, host, port, parallel, max_queue, chunk, api_key, max_body, timeout, exec } => {
+        Cmd::Serve {
+            model,
+            host,
+            port,
+            parallel,
+            max_queue,
+            chunk,
+            api_key,
+            max_body,
+            timeout,
+            embeddings,
+            pooling,
+            exec,
+        } => {
             let limits = rgml_cli::serve::Limits {
                 max_body,
                 header_timeout_s: timeout,
@@ -329,15 +392,19 @@ fn main() -> ExitCode {
                 api_key,
                 limits,
                 load: exec.load(),
+                embeddings,
+                pooling,
             };
             // on the CPU every product keeps a row's bits whatever rows share it, so
             // that a sequence's answer does not depend on its company (nor, with
             // `run --row-invariant`, on whether it was served)
-            let backend = exec.backend(&model).and_then(|b| match b {
-                rgml::AnyBackend::Cpu(_) => b.with_row_invariant_products(true).map_err(|e| e.to_string()),
-                b => Ok(b),
-            });
-            backend.and_then(|b| rgml_cli::serve::serve(model, opts, b)).map(|()| ExitCode::SUCCESS)
+            let open = || {
+                exec.backend(&model).and_then(|b| match b {
+                    rgml::AnyBackend::Cpu(_) => b.with_row_invariant_products(true).map_err(|e| e.to_string()),
+                    b => Ok(b),
+                })
+            };
+            rgml_cli::serve::serve(model.clone(), opts, open).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Tokenize { model, text, jsonl, add_special, parse_special } => {
             text_cli::tokenize(&model, text.as_deref(), jsonl.as_deref(), add_special, parse_special)
@@ -369,6 +436,10 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn parse_pooling(s: &str) -> Result<rgml_models::embed::Pooling, String> {
+    s.parse()
 }
 
 fn eval(

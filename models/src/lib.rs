@@ -1,6 +1,6 @@
-//! Models on rgml: architectures, weights from GGUF files, the KV cache, tokenizers, chat
-//! templates, sampling, generation and conversations, and the model graphs the benchmarks
-//! build (an MLP, synthetic llama files). The `rgml` program and its benchmarks are the
+//! Models on rgml: architectures, weights from GGUF files, the KV cache, embeddings,
+//! tokenizers, chat templates, sampling, generation and conversations, and the model graphs
+//! the benchmarks build (an MLP, synthetic llama files). The `rgml` program and its benchmarks are the
 //! `rgml-cli` crate, on top of this one; nothing here parses arguments.
 //!
 //! Text in, text out: a model file's tokenizer and chat template, the sampler, and
@@ -36,6 +36,7 @@
 pub mod arch;
 pub mod chat;
 pub mod conversation;
+pub mod embed;
 pub mod engine;
 pub mod finetune;
 pub mod generate;

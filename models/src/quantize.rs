@@ -63,10 +63,14 @@ fn refusal(to: DType) -> Option<&'static str> {
     }
 }
 
+/// The matrices llama.cpp's quantize tool keeps as they are: tables read by row
+/// (an encoder's learned positions and token types), never multiplied.
+const KEPT: [&str; 2] = ["position_embd.weight", "token_types.weight"];
+
 /// Re-quantizes the 2-D weight matrices of `input` to `to` (like llama.cpp's
 /// quantize tool without an importance matrix, byte for byte: 1-D tensors such
 /// as norms stay as they are, and so does a matrix whose rows are not whole
-/// blocks), keeps the metadata, updates `general.file_type`, and writes
+/// blocks, or one of the tables llama.cpp keeps), keeps the metadata, updates `general.file_type`, and writes
 /// `output`. Calls `progress` per tensor. The i-quants IQ1_S … IQ3_S are
 /// refused (their quantizers need an importance matrix), and so is a file
 /// holding a tensor of a type id rgml does not know (it could not be written
@@ -91,6 +95,7 @@ pub fn quantize(input: &Path, output: &Path, to: DType, mut progress: impl FnMut
         let dims = (t.n_dims as usize).clamp(1, 4);
         let ne0 = t.ne[0] as usize;
         let convert = dims == 2
+            && !KEPT.contains(&t.name.as_str())
             && t.dtype != to
             && ne0.is_multiple_of(to.block_size())
             && (t.dtype.is_float() || t.dtype.is_quantized());

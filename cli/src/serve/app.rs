@@ -8,6 +8,8 @@ use axum::http::{header, HeaderMap};
 use super::error::ApiError;
 use super::metrics::HttpCounters;
 use rgml_models::chat::ChatTemplate;
+use rgml_models::embed::service::EmbedService;
+use rgml_models::embed::Pooling;
 use rgml_models::engine::{Engine, Health};
 use rgml_models::tokenizer::Tokenizer;
 use std::sync::Arc;
@@ -33,7 +35,13 @@ impl Default for Limits {
 
 /// What the handlers share.
 pub struct App {
-    pub(super) engine: Engine,
+    /// The text engine (none for an embedding model).
+    pub(super) engine: Option<Engine>,
+    /// The embedding service of `/v1/embeddings` (an encoder's, or a decoder's with
+    /// `--embeddings`).
+    pub(super) embedder: Option<EmbedService>,
+    /// How `/v1/embeddings` pools.
+    pub(super) pooling: Pooling,
     pub(super) tok: Arc<Tokenizer>,
     pub(super) template: ChatTemplate,
     pub(super) model_name: String,
@@ -59,7 +67,7 @@ impl App {
 
     /// Positions per sequence, once the model is loaded.
     pub(super) fn n_ctx(&self) -> Option<usize> {
-        match self.engine.health() {
+        match self.engine.as_ref()?.health() {
             Health::Ready(info) => Some(info.n_ctx),
             _ => None,
         }

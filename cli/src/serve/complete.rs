@@ -46,6 +46,10 @@ pub async fn handle(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body:
 
 async fn run(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
+    let Some(engine) = app.engine.as_ref() else {
+        let why = format!("{} is an embedding model: this server answers /v1/embeddings only", app.model_name);
+        return Err(ApiError::not_supported(why));
+    };
     let bytes = read_body(&app, &headers, body).await?;
     let params = request::parse(&bytes)?;
     params.check_supported(endpoint)?;
@@ -69,7 +73,7 @@ async fn run(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) 
     let req = Request { max_tokens: max_tokens.unwrap_or(n_ctx), prompt, sampling, end, logprobs };
     let (tx, rx) = unbounded_channel();
     let n_prompt = req.prompt.len();
-    app.engine.submit(req, Box::new(ChannelSink(tx))).map_err(|e| match e {
+    engine.submit(req, Box::new(ChannelSink(tx))).map_err(|e| match e {
         SubmitError::QueueFull(n) => {
             ApiError::unavailable(format!("the server is busy: {n} requests are waiting; retry later"), 1)
         }
@@ -93,7 +97,7 @@ async fn run(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) 
 }
 
 /// The body, bounded in size (413) and in time (408).
-async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, ApiError> {
+pub(super) async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, ApiError> {
     let limit = app.limits.max_body;
     let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {

@@ -62,6 +62,10 @@ impl ApiError {
             format!("the request body is over {limit} bytes"),
         )
     }
+    /// 501: the server does not do this (llama-server's `not_supported_error`).
+    pub fn not_supported(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_supported_error", message)
+    }
     /// 503: try again later.
     pub fn unavailable(message: impl Into<String>, retry_after: u64) -> ApiError {
         ApiError {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rgml_models::engine::Stats;
 
 /// The statuses counted apart; any other is counted as `other`.
-const STATUSES: [u16; 9] = [200, 400, 401, 404, 405, 408, 413, 500, 503];
+const STATUSES: [u16; 10] = [200, 400, 401, 404, 405, 408, 413, 500, 501, 503];
 
 /// HTTP answers by status.
 #[derive(Default)]

@@ -153,6 +153,11 @@ pub enum PromptInput {
 
 /// Reads a body: JSON, an object, each field of its type (the error names the field).
 pub fn parse(body: &[u8]) -> Result<Params, ApiError> {
+    parse_json(body)
+}
+
+/// [`parse`] into any body type (`/v1/embeddings`' too).
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
     if !value.is_object() {

@@ -1,12 +1,15 @@
 //! The architectures rgml runs, one module each, on the shared blocks of
 //! [`crate::transformer`]: what each reads from the metadata beyond the common keys, which
 //! tensors it needs, and its transformer block, given as an
-//! [`Architecture`]; and the registry of them, [`ARCHS`].
+//! [`Architecture`]; and the registry of them, [`ARCHS`]. The encoders (BERT and kin),
+//! which give embeddings and no text, are [`EncoderArchitecture`]s in [`ENCODERS`].
 
+mod bert;
 mod gemma3;
 mod gpt_oss;
 mod granite;
 mod llama;
+mod nomic_bert;
 mod olmo2;
 mod olmoe;
 mod phi3;
@@ -20,7 +23,7 @@ use rgml::gguf::GgufFile;
 use rgml::Result;
 
 use crate::transformer::hparams::{meta, Hparams, Keys};
-use crate::transformer::Architecture;
+use crate::transformer::{Architecture, EncoderArchitecture};
 
 /// Every architecture rgml runs. Adding one is a module here and a line in this list.
 pub const ARCHS: &[&Architecture] = &[
@@ -38,6 +41,15 @@ pub const ARCHS: &[&Architecture] = &[
     &gpt_oss::ARCH,
 ];
 
+/// The encoder architectures: their files hold embedding models, run by
+/// [`crate::embed::EmbeddingModel`] (which runs the decoders of [`ARCHS`] too).
+pub const ENCODERS: &[&EncoderArchitecture] = &[&bert::ARCH, &nomic_bert::ARCH];
+
+/// The encoder architecture named `name`, if rgml runs it.
+pub fn encoder_by_name(name: &str) -> Option<&'static EncoderArchitecture> {
+    ENCODERS.iter().copied().find(|a| a.name == name)
+}
+
 /// The architecture named `name`, if rgml runs it.
 pub fn by_name(name: &str) -> Option<&'static Architecture> {
     ARCHS.iter().copied().find(|a| a.name == name)
@@ -49,8 +61,12 @@ pub fn by_name(name: &str) -> Option<&'static Architecture> {
 /// An architecture rgml does not run, named, with the ones it does.
 pub fn from_gguf(f: &GgufFile) -> Result<&'static Architecture> {
     let name = f.get_str("general.architecture")?;
+    if encoder_by_name(name).is_some() {
+        let why = format!("{name:?} is an embedding model (an encoder): it gives embeddings (rgml embed), not text");
+        return Err(meta("general.architecture", why));
+    }
     by_name(name).ok_or_else(|| {
-        let known: Vec<&str> = ARCHS.iter().map(|a| a.name).collect();
+        let known: Vec<&str> = ARCHS.iter().map(|a| a.name).chain(ENCODERS.iter().map(|a| a.name)).collect();
         meta("general.architecture", format!("rgml does not run {name:?} models (it runs {})", known.join(", ")))
     })
 }

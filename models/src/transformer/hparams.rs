@@ -428,7 +428,7 @@ fn read_moe(k: &Keys, n_ff: usize) -> Result<Option<Moe>> {
 /// The rope settings as llama.cpp derives them for a context (`llama_context`'s
 /// constructor): the scaling type (default linear), the factor, and YaRN's
 /// extrapolation mix and magnitude correction.
-fn read_rope(k: &Keys, mode: i32, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
+pub(crate) fn read_rope(k: &Keys, mode: i32, n_rot: usize, n_ctx_train: usize) -> Result<Rope> {
     let freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
     let scaling = match k.opt_str("rope.scaling.type")?.unwrap_or("linear") {
         "none" => RopeScaling::None,
