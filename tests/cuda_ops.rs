@@ -7,6 +7,8 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+#[path = "cuda_ops/moe.rs"]
+mod moe;
 #[path = "common/on_cuda.rs"]
 mod on_cuda;
 use common::{cuda, leaf, Rng};
