@@ -124,13 +124,32 @@ fn mul_mat_id_types_without_dot_kernels() {
     products(DType::IQ4_NL, 64, 2e-2, &CASES[..3]);
 }
 
+/// More pairs than a block sorts in shared memory (routed in scratch
+/// memory), and activations read through a permuted view.
+#[test]
+fn mul_mat_id_long_prompts_and_strided_activations() {
+    for wt in [DType::F32, DType::Q4_0] {
+        check(&format!("mul_mat_id {wt} 4200 pairs, permuted activations"), 1e-5, |ctx| {
+            let (k, n_used, n_tokens, n_expert) = (64, 2, 2100, 6);
+            let mut rng = Rng(77);
+            let w = experts(ctx, &mut rng, wt, k, 5, n_expert);
+            let x = leaf(ctx, &mut rng, &[k, n_tokens, n_used], 1.0);
+            let x = ctx.permute(x, [0, 2, 1, 3]).unwrap();
+            let id = ids(ctx, n_used, n_tokens, n_expert);
+            vec![ctx.mul_mat_id(w, x, id).unwrap()]
+        });
+    }
+}
+
 /// A router's `top_k` (a strided view of a descending argsort) picks the
-/// experts, in decode and for a few tokens.
+/// experts, in decode and for a few tokens, of 16 or 64 experts.
 #[test]
 fn router_top_k_ids_feed_mul_mat_id() {
-    for (wt, n_tokens) in [(DType::Q4_0, 1), (DType::Q4_0, 6), (DType::F16, 6), (DType::Q6_K, 2)] {
-        check(&format!("router {wt} T={n_tokens}"), 1e-5, |ctx| {
-            let (k, n_expert, n_used) = (256, 16, 4);
+    for (wt, n_tokens, n_expert) in
+        [(DType::Q4_0, 1, 16), (DType::Q4_0, 6, 64), (DType::F16, 6, 16), (DType::Q6_K, 2, 16)]
+    {
+        check(&format!("router {wt} T={n_tokens} E={n_expert}"), 1e-5, |ctx| {
+            let (k, n_used) = (256, 4);
             let mut rng = Rng(40 + n_tokens as u64);
             // top_k of the logits: the order of the softmax, without its rounding on two devices
             let logits = leaf(ctx, &mut rng, &[n_expert, n_tokens], 3.0);
@@ -262,5 +281,65 @@ fn graph_replays_route_the_new_ids() {
         assert_eq!((stats.eager, stats.captured, stats.replayed, stats.fallback.clone()), (1, 1, 2, None), "{stats:?}");
         assert_eq!(eager, replayed, "T={n_tokens}");
         assert_ne!(eager[0].1, eager[3].1, "new inputs give new products");
+    }
+}
+
+/// Decode and small batches on a real GPU (ignored: `scripts/gpu-check.sh`
+/// runs it there): a 128-expert, top-8 Q4_0 `mul_mat_id` against a dense
+/// `mul_mat` of the same number of rows (`n_used · M`), both after a
+/// `get_rows` (so both graphs pay for the index flag), CUDA graphs on. For
+/// more than one token the tokens' experts differ: `mul_mat_id` reads up to
+/// T times the dense product's weights. Prints one `moe:` line per batch;
+/// asserts nothing about speed.
+#[test]
+#[ignore]
+fn moe_decode_time_against_dense() {
+    let Some(gpu) = cuda() else { return };
+    let gpu = gpu.with_graphs(true);
+    let reps: u32 = std::env::var("RGML_MOE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let (k, m, n_expert, n_used) = (2048i64, 768i64, 128i64, 8i64);
+    let rs = DType::Q4_0.row_size(k).unwrap();
+    let mut row = vec![0u8; rs];
+    let vals: Vec<f32> = (0..k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+    quant::quantize_row(DType::Q4_0, &vals, &mut row).unwrap();
+    for n_tokens in [1i64, 2, 4, 8] {
+        let time = |dense: bool| {
+            let mut ctx = Context::new();
+            let emb = ctx.new_f32(&[k, 16], &vec![0.25; (16 * k) as usize]).unwrap();
+            let tok = ctx.new_tensor(DType::I32, &[n_tokens]).unwrap();
+            ctx.set_data(tok, &(0..n_tokens as i32).collect::<Vec<_>>()).unwrap();
+            let x = ctx.get_rows(emb, tok).unwrap();
+            let out = if dense {
+                let w = ctx.new_tensor(DType::Q4_0, &[k, n_used * m]).unwrap();
+                ctx.set_bytes(w, &row.repeat((n_used * m) as usize)).unwrap();
+                ctx.mul_mat(w, x).unwrap()
+            } else {
+                let w = ctx.new_tensor(DType::Q4_0, &[k, m, n_expert]).unwrap();
+                ctx.set_bytes(w, &row.repeat((m * n_expert) as usize)).unwrap();
+                let id = ctx.new_tensor(DType::I32, &[n_used, n_tokens]).unwrap();
+                // spread over the experts, as a router's picks are
+                let v: Vec<i32> =
+                    (0..n_used * n_tokens).map(|i| ((i * 37 + i / n_used * 11) % n_expert) as i32).collect();
+                ctx.set_data(id, &v).unwrap();
+                let x = ctx.reshape_3d(x, k, 1, n_tokens).unwrap();
+                ctx.mul_mat_id(w, x, id).unwrap()
+            };
+            let g = Graph::build(&ctx, &[out]).unwrap();
+            let mut st = gpu.alloc(&ctx, &g, gpu.plan(&ctx, &g).unwrap()).unwrap();
+            for _ in 0..3 {
+                gpu.compute(&ctx, &g, &mut st).unwrap();
+            }
+            let t0 = std::time::Instant::now();
+            for _ in 0..reps {
+                gpu.compute(&ctx, &g, &mut st).unwrap();
+            }
+            t0.elapsed().as_secs_f64() * 1e6 / f64::from(reps)
+        };
+        let (id, dense) = (time(false), time(true));
+        println!(
+            "moe: T={n_tokens}: mul_mat_id {id:.1} us, dense mul_mat of {} rows {dense:.1} us, ratio {:.2}",
+            n_used * m,
+            id / dense
+        );
     }
 }
