@@ -123,6 +123,14 @@ fn mul_mat_id_k_quants_staged_and_generic() {
     }
 }
 
+/// The other types with dot kernels: decode and routed tiles.
+#[test]
+fn mul_mat_id_every_other_dot_type() {
+    for wt in [DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K] {
+        products(wt, 256, 1e-5, &[CASES[0], CASES[3]]);
+    }
+}
+
 /// Block types without dot kernels take the value kernel: f32 activations
 /// there, the CPU's Q8 partner blocks here, so within activation rounding.
 #[test]
