@@ -24,7 +24,9 @@
 #      train  examples/digits.rs on the device (expects test accuracy >= 0.97;
 #             emulated: 2 epochs, not judged)
 #      bench  rgml bench --backend cuda --json --llama (the llama rows: a synthetic
-#             Q4_0 llama's prompt and decode speed, CUDA graphs off and on)
+#             Q4_0 llama's prompt and decode speed, CUDA graphs off and on);
+#             on a GPU also the staged dot kernels off (mmvq A/B) and
+#             mul_mat_id's decode time against a dense mul_mat (moe)
 #      torch  scripts/torch_bench.py, when torch imports and sees the GPU
 #    and ends with a table: workload, rgml, torch, ratio, target, pass/fail.
 #    GPU_CHECK_STAGES="eval bench" (say) runs only those stages.
@@ -328,6 +330,15 @@ if want bench && [ -z "${RGML_CUDA_EMU:-}" ]; then
     if have_rgml; then
         timed "$LOG/bench_generic.txt" 150 env RGML_CUDA_MMVQ=generic "$RGML" bench --backend cuda --n 1024 --mm 64 --reps 5
         grep -E '^(name|copy|MV-)' "$LOG/bench_generic.txt" | sed 's/^/    /'
+    fi
+fi
+
+if want bench && [ -z "${RGML_CUDA_EMU:-}" ]; then
+    echo "== moe: mul_mat_id (128 experts, top-8, Q4_0) against a dense mul_mat of the same rows (tests/cuda_ops/moe.rs)"
+    if [ -x "$BIN/cuda_ops" ]; then
+        export RGML_MOE_TIMING=1
+        timed "$LOG/moe_bench.txt" 120 "$BIN/cuda_ops" moe_decode_time_against_dense --nocapture --test-threads=1
+        grep -E '^moe:' "$LOG/moe_bench.txt" | sed 's/^/    /'
     fi
 fi
 

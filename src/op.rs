@@ -683,12 +683,13 @@ impl Op {
         }
     }
 
-    /// For the ops that read I32 row indices (`get_rows`, `set_rows`): how
-    /// many destination rows they claim, which a device checks for duplicates
-    /// (`set_rows`: each row of `out` written at most once; `get_rows`: 0).
+    /// For the ops that read I32 indices (`get_rows`, `set_rows`,
+    /// `mul_mat_id`'s expert ids), which a device checks as it runs: how many
+    /// destination rows they claim, which it checks for duplicates
+    /// (`set_rows`: each row of `out` written at most once; the others: 0).
     pub fn index_claims(&self, out: &Layout) -> Option<usize> {
         match self {
-            Op::GetRows { .. } => Some(0),
+            Op::GetRows { .. } | Op::MulMatId { .. } => Some(0),
             Op::SetRows { .. } => Some(usize::try_from(out.nrows()).unwrap_or(0)),
             _ => None,
         }

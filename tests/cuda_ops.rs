@@ -7,6 +7,8 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+#[path = "cuda_ops/moe.rs"]
+mod moe;
 #[path = "common/on_cuda.rs"]
 mod on_cuda;
 use common::{cuda, leaf, Rng};
@@ -86,6 +88,8 @@ fn glu_split_halves_and_types() {
             ctx.swiglu(h).unwrap(),
             ctx.glu(GluOp::Swiglu, h, true).unwrap(),
             ctx.swiglu_split(ca, cb).unwrap(),
+            // gpt-oss's clamped form: gates past 7 and values past ±7 in range (a is ±8, bt ±2·4)
+            ctx.glu_split(GluOp::SwigluOai, a, ctx.scale(bt, 4.0).unwrap()).unwrap(),
         ]
     });
     check("geglu", GELU_TOL, |ctx| {

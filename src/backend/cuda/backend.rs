@@ -151,7 +151,8 @@ impl CudaBackend {
     }
 
     /// Runs every node of `graph` in order on the device, then waits for the
-    /// stream. Index errors of `get_rows`/`set_rows` are reported after the run.
+    /// stream. Index errors of `get_rows`/`set_rows` and expert ids of
+    /// `mul_mat_id` out of range are reported after the run.
     /// Data-holding leaves flagged as inputs are uploaded again first (so
     /// `Context::set_data` between computes is seen, as on the CPU); in
     /// poison mode the plan buffer is filled with NaN bytes first and every
@@ -206,10 +207,14 @@ impl CudaBackend {
         }
         dev.stream.synchronize().map_err(cuda_err("synchronize"))?;
         let flag = if claims.is_some() { storage.first_flag()? } else { 0 };
+        // bit 0: a row index out of range; bit 1: a set_rows claim taken twice; bit 2: an expert id out of range
         match flag {
             0 => Ok(()),
             f if f & 1 != 0 => {
                 Err(Error::Invalid("get_rows/set_rows: an index is outside the rows of its tensor".into()))
+            }
+            f if f & 4 != 0 => {
+                Err(Error::Invalid("mul_mat_id: an expert id is outside the experts of its weights".into()))
             }
             _ => Err(Error::Invalid("set_rows: two rows are written to the same place".into())),
         }

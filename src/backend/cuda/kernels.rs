@@ -30,9 +30,10 @@ pub struct Header {
 
 /// The headers, in the order they are prepended.
 pub const HEADERS: &[Header] = &[
-    Header { file: "iq_grids.cuh", source: IQ_GRIDS, modules: &["copy", "rows", "attention"] },
-    Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows", "attention"] },
+    Header { file: "iq_grids.cuh", source: IQ_GRIDS, modules: &["copy", "rows", "attention", "moe"] },
+    Header { file: "quant.cuh", source: QUANT, modules: &["copy", "rows", "attention", "moe"] },
     Header { file: "mmvq_blocks.cuh", source: include_str!("../../../kernels/mmvq_blocks.cuh"), modules: &["mmvq"] },
+    Header { file: "moe.cuh", source: include_str!("../../../kernels/moe.cuh"), modules: &["mmvq", "moe"] },
 ];
 
 /// Every kernel module: `(name, source)`, one per op family. The name is the
@@ -51,11 +52,14 @@ pub const MODULES: &[(&str, &str)] = &[
     ("shape", include_str!("../../../kernels/shape.cu")),
     ("quantize_act", include_str!("../../../kernels/quantize_act.cu")),
     ("mmvq", include_str!("../../../kernels/mmvq.cu")),
+    ("sort", include_str!("../../../kernels/sort.cu")),
+    ("moe", include_str!("../../../kernels/moe.cu")),
 ];
 
 /// Modules compiled from another module's file with a define in front:
 /// `(name, file module, define)`. The dot kernels come one weight type per
-/// module, so a model compiles only the types it has.
+/// module, and those of `mul_mat_id` in modules of their own, so a model
+/// compiles only the types and ops it has.
 pub const VARIANTS: &[(&str, &str, &str)] = &[
     ("mmvq_q4_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_0"),
     ("mmvq_q4_1", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_1"),
@@ -67,6 +71,16 @@ pub const VARIANTS: &[(&str, &str, &str)] = &[
     ("mmvq_q4_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_K"),
     ("mmvq_q5_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_K"),
     ("mmvq_q6_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q6_K"),
+    ("mmvq_id_q4_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_0\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q4_1", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_1\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q5_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_0\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q5_1", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_1\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q8_0", "mmvq", "#define RG_MMVQ_TYPE RG_Q8_0\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q2_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q2_K\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q3_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q3_K\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q4_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q4_K\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q5_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q5_K\n#define RG_MMVQ_ID"),
+    ("mmvq_id_q6_k", "mmvq", "#define RG_MMVQ_TYPE RG_Q6_K\n#define RG_MMVQ_ID"),
 ];
 
 /// The source of module `name` as NVRTC compiles it: the prelude, then (for
@@ -426,14 +440,33 @@ mod signature_tests {
             let params: Vec<Kind> = split_top(balanced(rest, open), ',').into_iter().map(param_kind).collect();
             out.push((name, params));
         }
-        // the mmvq entry points are instances of one macro (parameters of its `name`)
-        if let Some((_, params)) = out.iter().find(|(n, _)| n == "name").cloned() {
-            for (at, _) in src.match_indices("\nRG_MMVQ_ENTRY(") {
-                let args = balanced(src, at + "\nRG_MMVQ_ENTRY".len());
+        // the mmvq entry points are instances of macros (the parameters of their `name`)
+        for (macro_name, params) in entry_macros(src, &out) {
+            let call = format!("\n{macro_name}(");
+            for (at, _) in src.match_indices(&call) {
+                let args = balanced(src, at + call.len() - 1);
                 out.push((split_top(args, ',')[0].to_string(), params.clone()));
             }
         }
         out
+    }
+
+    /// The macros defining a kernel called `name` (`RG_MMVQ_ENTRY`…), each
+    /// with that kernel's parameters: the `#define` before each `name` kernel.
+    fn entry_macros(src: &str, kernels: &[(String, Vec<Kind>)]) -> Vec<(String, Vec<Kind>)> {
+        let defines = src.match_indices("\n#define ").map(|(at, _)| at);
+        let named = src.match_indices("__global__ void").map(|(at, _)| at);
+        let named: Vec<usize> = named.zip(kernels).filter(|(_, (n, _))| n == "name").map(|(at, _)| at).collect();
+        let params = kernels.iter().filter(|(n, _)| n == "name").map(|(_, p)| p.clone());
+        named
+            .iter()
+            .zip(params)
+            .map(|(&at, p)| {
+                let def = defines.clone().filter(|&d| d < at).last().expect("a #define before the kernel");
+                let name = src[def + "\n#define ".len()..].split('(').next().unwrap().to_string();
+                (name, p)
+            })
+            .collect()
     }
 
     fn param_kind(p: &str) -> Kind {
@@ -446,7 +479,7 @@ mod signature_tests {
             Kind::S8
         } else if ["int ", "unsigned int ", "float "].iter().any(|t| p.starts_with(t)) {
             Kind::S4
-        } else if p.starts_with("RgRope ") || p.starts_with("RgMmvq ") {
+        } else if ["RgRope ", "RgMmvq ", "RgMoe "].iter().any(|t| p.starts_with(t)) {
             Kind::Struct
         } else {
             panic!("unknown kernel parameter type in {p:?}")
@@ -455,13 +488,15 @@ mod signature_tests {
 
     /// The kind of a Rust launch argument, from the names the launch sites use.
     fn arg_kind(a: &str) -> Kind {
-        const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap", "wp"];
+        const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap", "wp", "work", "route"];
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt", "wk"];
-        const S4: &[&str] =
-            &["code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows", "q_round"];
+        const S4: &[&str] = &[
+            "code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows", "q_round", "n_expert",
+            "round",
+        ];
         const S8: &[&str] = &[
             "n", "nrows", "nbytes", "head", "nvec", "nblocks", "rp.chunk", "bpr", "total", "nb0", "nb1", "nb2", "nb3",
-            "off",
+            "off", "row0", "n_tiles", "d_nb1", "d_nb2",
         ];
         if a.ends_with(".ptr") || PTRS.contains(&a) {
             Kind::Ptr
@@ -471,7 +506,7 @@ mod signature_tests {
             Kind::S8
         } else if S4.contains(&a) || a.ends_with(" as i32") || a.starts_with("i32::from(") {
             Kind::S4
-        } else if a.starts_with("KRope::of(") {
+        } else if a.starts_with("KRope::of(") || a == "moe" {
             Kind::Struct
         } else {
             panic!("launch argument {a:?}: add its kind to arg_kind")
@@ -536,8 +571,15 @@ mod signature_tests {
         let mmvq_rs = include_str!("matmul/mmvq.rs");
         assert!(mmvq_rs.contains("lb.arg(&dst).arg(&b.ptr).arg(&kt).arg(&bpr).arg(&total);"));
         assert!(mmvq_rs.contains("lb.arg(&dst.ptr).arg(&a.ptr).arg(&acts).arg(&p);"));
+        // matmul/moe.rs too: (dst, w, act, p, q) for the mul_mat_id dot kernels
+        let dot_id = [Kind::Ptr, Kind::Ptr, Kind::Ptr, Kind::Struct, Kind::Struct];
+        let moe_rs = include_str!("matmul/moe.rs");
+        assert!(moe_rs.contains("lb.arg(&dst.ptr).arg(&a.ptr).arg(&acts).arg(&p).arg(&moe);"));
         for w in DType::QUANTIZED {
             if let Some(spec) = super::super::matmul::mmvq::QSpec::of(w) {
+                for k in spec.id_kernels {
+                    assert_eq!(kernel("mmvq", k), dot_id, "{w:?}");
+                }
                 assert_eq!(kernel("mmvq", spec.kernel), dot, "{w:?}");
                 let (func, _, _) = super::super::matmul::mmvq::act_format(w).unwrap();
                 assert_eq!(kernel("quantize_act", func), quantize, "{w:?}");

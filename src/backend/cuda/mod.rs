@@ -16,7 +16,9 @@
 //! activations quantized on the device to the CPU's dot partner bytes and
 //! dotted with the weight blocks by `kernels/mmvq.cu` (the CPU's arithmetic;
 //! generic and staged kernels for every batch size, no tensor-core int8 GEMM
-//! yet).
+//! yet). `mul_mat_id` (`matmul/moe.rs`) routes its (slot, token) pairs to
+//! their experts on the device and runs the same dot kernels per tile of
+//! pairs; `argsort` (`sort.rs`) is a bitonic sort per row.
 //!
 //! Block types (`kernels/quant.cuh`, host side in `quant.rs`): all 12 of them
 //! (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K … Q6_K, Q8_K) are dequantized on
@@ -67,6 +69,7 @@ mod probe;
 mod quant;
 mod run;
 mod scratch;
+mod sort;
 mod storage;
 mod upload;
 

@@ -109,8 +109,9 @@ fn every_kernel_compiles_for_compute_90_and_sm_90() {
     assert_eq!(a, compile("binary", "compute_90").unwrap().to_src());
 }
 
-/// The dot kernels' parameter struct is 104 bytes in the PTX too (no GPU
-/// needed, only NVRTC; skipped without it).
+/// The dot kernels' parameter struct is 104 bytes in the PTX too, and the
+/// `mul_mat_id` tiles' (`RgMoe`) 80 (no GPU needed, only NVRTC; skipped
+/// without it).
 #[test]
 fn mmvq_parameter_size_in_ptx() {
     match compile("mmvq", "compute_90") {
@@ -119,15 +120,24 @@ fn mmvq_parameter_size_in_ptx() {
             for name in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"] {
                 let want = format!(".param .align 8 .b8 rg_mmvq_{name}_param_3[104]");
                 assert!(src.contains(&want), "missing {want}");
+                for id in [format!("rg_mmvq_id_{name}"), format!("rg_mmvq_id_{name}_staged_n1")] {
+                    for want in [format!("{id}_param_3[104]"), format!("{id}_param_4[80]")] {
+                        assert!(src.contains(&format!(".param .align 8 .b8 {want}")), "missing {want}");
+                    }
+                }
             }
             assert!(!src.contains(".local"), "a dot kernel spills to local memory");
         }
         Err(e) => println!("SKIP: NVRTC: {e}"),
     }
+    if let Ok(ptx) = compile("moe", "compute_90") {
+        assert!(ptx.to_src().contains(".param .align 8 .b8 rg_moe_mv_param_5[80]"));
+    }
 }
 
 /// Each weight type's module (`mmvq_<type>`) holds its three dot kernels and
-/// no other type's, so a model compiles only the types it has.
+/// no other type's, and `mmvq_id_<type>` its three `mul_mat_id` kernels, so a
+/// model compiles only the types and ops it has.
 #[test]
 fn each_weight_type_has_a_module_of_its_own() {
     for (module, _, _) in kernels::VARIANTS {

@@ -6,7 +6,7 @@ use super::device::Device;
 use super::kernels::{self, unary_code, UNARY_SCALE};
 use super::launch::{Bound, BoundMut};
 use super::matmul::{self, QuantPath};
-use super::{back, ops, quant};
+use super::{back, ops, quant, sort};
 use crate::backend::exec::{Extra, Kernels, Region, SoftMax};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -19,7 +19,7 @@ use crate::tensor::TensorId;
 pub(crate) struct CudaKernels<'a> {
     pub dev: &'a Device,
     pub quant: QuantPath,
-    /// The index-error flag of `get_rows`/`set_rows` (0: the graph has none).
+    /// The index-error flag of `get_rows`/`set_rows`/`mul_mat_id` (0: the graph has none).
     pub err_ptr: u64,
     /// Where the next `set_rows`' claims go (one int per destination row).
     pub claims_ptr: u64,
@@ -82,11 +82,11 @@ impl Kernels for CudaKernels<'_> {
     fn mul_mat(&mut self, dst: BoundMut, a: Bound, b: Bound, _weights: TensorId) -> Result<()> {
         matmul::mul_mat(self.dev, dst, a, b, self.quant)
     }
-    fn mul_mat_id(&mut self, _dst: BoundMut, a: Bound, _b: Bound, _ids: Bound, _weights: TensorId) -> Result<()> {
-        Err(Error::Unsupported { op: "mul_mat_id", dtype: a.l.dtype })
+    fn mul_mat_id(&mut self, dst: BoundMut, a: Bound, b: Bound, ids: Bound, _weights: TensorId) -> Result<()> {
+        matmul::moe::mul_mat_id(self.dev, dst, a, b, ids, self.err_ptr, self.quant)
     }
-    fn argsort(&mut self, _descending: bool, _dst: BoundMut, a: Bound) -> Result<()> {
-        Err(Error::Unsupported { op: "argsort", dtype: a.l.dtype })
+    fn argsort(&mut self, descending: bool, dst: BoundMut, a: Bound) -> Result<()> {
+        sort::argsort(self.dev, descending, dst, a)
     }
     fn get_rows(&mut self, dst: BoundMut, table: Bound, index: Bound) -> Result<()> {
         ops::get_rows(self.dev, dst, table, index, self.err_ptr)

@@ -52,6 +52,11 @@ pub(crate) struct QSpec {
     /// Its staged variants ([`staged_kernel`]), for weight rows aligned to
     /// `stage_align` and 16-byte aligned activation rows: `[N = 1, tiles of NC]`.
     pub staged: [&'static str; 2],
+    /// The module of this type's `mul_mat_id` kernels (`mmvq_id_<type>`).
+    pub id_module: &'static str,
+    /// Those kernels, as `[kernel]` and `staged` above: the generic one, then
+    /// the staged ones for one pair per tile and for tiles of up to NC pairs.
+    pub id_kernels: [&'static str; 3],
     /// The alignment the staged kernel needs of every weight row: its copy
     /// vectors, 16 bytes, or 8 where 32 units (4 super-blocks of Q3_K or
     /// Q6_K) are not whole 16-byte vectors.
@@ -67,18 +72,36 @@ pub(crate) struct QSpec {
 impl QSpec {
     /// The spec of quantized weight type `w`, or `None` for other types.
     pub fn of(w: DType) -> Option<QSpec> {
-        // (module, generic kernel, staged for N = 1, staged tiles, alignment the generic loads need)
-        let (module, kernel, one, tile, align) = match w {
-            DType::Q4_0 => ("mmvq_q4_0", "rg_mmvq_q4_0", "rg_mmvq_q4_0_staged_n1", "rg_mmvq_q4_0_staged", 2),
-            DType::Q4_1 => ("mmvq_q4_1", "rg_mmvq_q4_1", "rg_mmvq_q4_1_staged_n1", "rg_mmvq_q4_1_staged", 4),
-            DType::Q5_0 => ("mmvq_q5_0", "rg_mmvq_q5_0", "rg_mmvq_q5_0_staged_n1", "rg_mmvq_q5_0_staged", 2),
-            DType::Q5_1 => ("mmvq_q5_1", "rg_mmvq_q5_1", "rg_mmvq_q5_1_staged_n1", "rg_mmvq_q5_1_staged", 4),
-            DType::Q8_0 => ("mmvq_q8_0", "rg_mmvq_q8_0", "rg_mmvq_q8_0_staged_n1", "rg_mmvq_q8_0_staged", 2),
-            DType::Q2_K => ("mmvq_q2_k", "rg_mmvq_q2_k", "rg_mmvq_q2_k_staged_n1", "rg_mmvq_q2_k_staged", 4),
-            DType::Q3_K => ("mmvq_q3_k", "rg_mmvq_q3_k", "rg_mmvq_q3_k_staged_n1", "rg_mmvq_q3_k_staged", 2),
-            DType::Q4_K => ("mmvq_q4_k", "rg_mmvq_q4_k", "rg_mmvq_q4_k_staged_n1", "rg_mmvq_q4_k_staged", 16),
-            DType::Q5_K => ("mmvq_q5_k", "rg_mmvq_q5_k", "rg_mmvq_q5_k_staged_n1", "rg_mmvq_q5_k_staged", 16),
-            DType::Q6_K => ("mmvq_q6_k", "rg_mmvq_q6_k", "rg_mmvq_q6_k_staged_n1", "rg_mmvq_q6_k_staged", 2),
+        // the names of one type's modules and kernels, and the alignment its generic loads need
+        macro_rules! names {
+            ($t:literal, $align:expr) => {
+                (
+                    [concat!("mmvq_", $t), concat!("mmvq_id_", $t)],
+                    [
+                        concat!("rg_mmvq_", $t),
+                        concat!("rg_mmvq_", $t, "_staged_n1"),
+                        concat!("rg_mmvq_", $t, "_staged"),
+                    ],
+                    [
+                        concat!("rg_mmvq_id_", $t),
+                        concat!("rg_mmvq_id_", $t, "_staged_n1"),
+                        concat!("rg_mmvq_id_", $t, "_staged"),
+                    ],
+                    $align,
+                )
+            };
+        }
+        let ([module, id_module], [kernel, one, tile], id_kernels, align) = match w {
+            DType::Q4_0 => names!("q4_0", 2),
+            DType::Q4_1 => names!("q4_1", 4),
+            DType::Q5_0 => names!("q5_0", 2),
+            DType::Q5_1 => names!("q5_1", 4),
+            DType::Q8_0 => names!("q8_0", 2),
+            DType::Q2_K => names!("q2_k", 4),
+            DType::Q3_K => names!("q3_k", 2),
+            DType::Q4_K => names!("q4_k", 16),
+            DType::Q5_K => names!("q5_k", 16),
+            DType::Q6_K => names!("q6_k", 2),
             _ => return None,
         };
         // bytes of 32 units, copied in 16-byte vectors where they are whole ones
@@ -88,6 +111,8 @@ impl QSpec {
             module,
             kernel,
             staged: [one, tile],
+            id_module,
+            id_kernels,
             stage_align,
             align,
             block_bytes: w.type_size(),
@@ -97,19 +122,34 @@ impl QSpec {
 }
 
 /// The dot kernel for weights `w` (at device address `ptr`, layout `l`) and
-/// activation rows of `act_row` bytes: the staged variant when every weight
-/// row starts aligned to its copy vectors and every activation row 16-byte
-/// aligned (the `_n1` one for `n` = 1 activation row per batch), else the
-/// generic kernel.
+/// activation rows of `act_row` bytes: the staged variant where [`stages`]
+/// (the `_n1` one for `n` = 1 activation row per batch), else the generic
+/// kernel.
 pub(crate) fn staged_kernel(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize, n: i64) -> &'static str {
-    let a = spec.stage_align;
-    let rows_aligned = ptr.is_multiple_of(a as u64) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(a));
     let [one, tile] = spec.staged;
-    match (rows_aligned && act_row.is_multiple_of(16), n == 1) {
+    match (stages(spec, ptr, l, act_row), n == 1) {
         (true, true) => one,
         (true, false) => tile,
         (false, _) => spec.kernel,
     }
+}
+
+/// Whether the staged kernels take weights `w` (at `ptr`, layout `l`) and
+/// activation rows of `act_row` bytes: every weight row starts aligned to
+/// the staging vectors, every activation row 16-byte aligned.
+pub(crate) fn stages(spec: &QSpec, ptr: u64, l: &Layout, act_row: usize) -> bool {
+    let a = spec.stage_align;
+    let rows_aligned = ptr.is_multiple_of(a as u64) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(a));
+    rows_aligned && act_row.is_multiple_of(16)
+}
+
+/// Whether the dot kernels can load weights `a` of their type: blocks packed
+/// along rows (dim 0), every row at the alignment their loads need.
+pub(crate) fn loads(spec: &QSpec, a: &Bound) -> bool {
+    let l = &a.l;
+    let packed = l.block_dim == 0 && (l.ne[0] <= spec.block_values as i64 || l.nb[0] == spec.block_bytes);
+    let aligned = |v: u64| v.is_multiple_of(spec.align as u64);
+    packed && aligned(a.ptr) && (1..4).all(|i| l.ne[i] <= 1 || aligned(l.nb[i] as u64))
 }
 
 /// The activation layout for weights of type `w`: `(quantize kernel, values
@@ -235,12 +275,8 @@ pub(crate) fn mul_mat_q(dev: &Device, dst: BoundMut, a: Bound, b: Bound, staged:
     let spec = QSpec::of(wt).ok_or(Error::Unsupported { op: "mul_mat", dtype: wt })?;
     let (al, bl, d) = (a.l, b.l, dst.l);
     let k = al.ne[0];
-    if al.block_dim != 0 || (al.ne[0] > spec.block_values as i64 && al.nb[0] != spec.block_bytes) {
-        return Err(Error::Unsupported { op: "mul_mat (weights with strided blocks)", dtype: wt });
-    }
-    let aligned = |v: u64| v.is_multiple_of(spec.align as u64);
-    if !aligned(a.ptr) || (1..4).any(|i| al.ne[i] > 1 && !aligned(al.nb[i] as u64)) {
-        return Err(Error::Unsupported { op: "mul_mat (weights misaligned for the dot kernel)", dtype: wt });
+    if !loads(&spec, &a) {
+        return Err(Error::Unsupported { op: "mul_mat (weights strided or misaligned for the dot kernel)", dtype: wt });
     }
     if bl.ne[0] != k || d.ne[0] != al.ne[1] || (1..4).any(|i| d.ne[i] != bl.ne[i]) {
         return Err(Error::internal(format!("mul_mat of {:?} by {:?} into {:?}", al.ne, bl.ne, d.ne)));

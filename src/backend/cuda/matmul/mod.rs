@@ -21,11 +21,12 @@
 //!
 //! The GEMMs run once per `i3` as one strided batch over `i2` (per `(i3, a's
 //! i2)` when `a` is broadcast over dim 2); the dot kernels take the broadcast
-//! in their grid.
+//! in their grid. [`moe`] is `mul_mat_id`, through the same dot kernels.
 
 pub(crate) mod dequant;
 pub(crate) mod gemm;
 pub(crate) mod mmvq;
+pub(crate) mod moe;
 
 use super::copy::{copy, to_f32_into};
 use super::device::Device;
