@@ -109,6 +109,11 @@ pub(crate) fn flash_attn(
             let mut sum = sink.map_or(0f64, |s| f64::from((s - max).exp()));
             s.acc.fill(0.0);
             for (j, sc) in s.scores.iter_mut().enumerate() {
+                // a masked key adds exp(-inf) = 0: skip its exp (most of a short
+                // context's padded cache)
+                if *sc == f32::NEG_INFINITY {
+                    continue;
+                }
                 let e = (*sc - max).exp();
                 sum += f64::from(e);
                 if e == 0.0 {

@@ -133,6 +133,13 @@ pub(crate) fn rms_norm(ex: &Exec, eps: f32, dst: StridedMut, a: Strided, w: Opti
             if let (Some(w), Some(sw)) = (w, sw) {
                 let (ne, nb0) = (w.l.ne, w.l.nb[0]);
                 let row = w.row(i1 % ne[1], i2 % ne[2], i3 % ne[3]);
+                if w.l.dtype == crate::dtype::DType::F32 && nb0 == 4 && ne[0] as usize == y.len() {
+                    // a model's norm weight: one packed f32 row as long as the row
+                    // SAFETY: that row is ne[0] packed f32 inside w's tensor.
+                    let wr = unsafe { std::slice::from_raw_parts(row.cast::<f32>(), y.len()) };
+                    y.iter_mut().zip(wr).for_each(|(o, &v)| *o *= v);
+                    return;
+                }
                 for (i, o) in y.iter_mut().enumerate() {
                     // SAFETY: the weight row has ne[0] values, and ne[0] divides the row
                     // length (checked when the op was made).
