@@ -81,11 +81,15 @@ type Neutralised = (&'static str, &'static str, Vec<(&'static str, Value)>);
 #[test]
 fn the_features_change_the_result() {
     // each neutralised feature moves rgml's logits far from llama.cpp's (which has it)
-    let cases: [Neutralised; 4] = [
+    let cases: [Neutralised; 8] = [
         ("llama_yarn", "no-yarn", vec![("llama.rope.scaling.type", Value::from("none"))]),
         ("llama_linear", "no-linear", vec![("llama.rope.scaling.type", Value::from("none"))]),
         ("gemma3", "no-window", vec![("gemma3.attention.sliding_window", Value::U32(128))]),
         ("gemma3", "same-base", vec![("gemma3.rope.freq_base_swa", Value::F32(1e6))]),
+        ("gpt_oss", "no-window", vec![("gpt-oss.attention.sliding_window", Value::U32(128))]),
+        ("mixtral", "one-expert", vec![("llama.expert_used_count", Value::U32(1))]),
+        ("granite", "no-logit-scale", vec![("granite.logit_scale", Value::F32(1.0))]),
+        ("granite", "no-residual-scale", vec![("granite.residual_scale", Value::F32(1.0))]),
     ];
     for (case, what, keys) in cases {
         let file = format!("{case}_f32.gguf");
@@ -128,4 +132,31 @@ fn one_token_at_a_time_matches_the_batch() {
         let (d, flips) = compare(&all, &reference(&format!("{case}_f32.gguf"), "f32kv"));
         assert!(d <= tolerance(case, 1e-4, 2e-3) && flips == 0, "{case}: one at a time {d} from llama.cpp's batch");
     }
+}
+
+#[test]
+fn gpt_oss_with_mxfp4_experts_matches_llama_cpp() {
+    // the experts in OpenAI's 4-bit format (E8M0 scales), the rest F32, as the released files
+    for attention in [Attention::Fused, Attention::Unfused] {
+        let file = "gpt_oss_mxfp4.gguf";
+        let (d, flips) = compare(&logits(&dir().join(file), KvType::F32, attention), &reference(file, "f32kv"));
+        eprintln!("{file} {attention:?}: {d} from llama.cpp, {flips} argmax flips");
+        assert!(d <= 1e-4 && flips == 0, "{file} {attention:?}: max abs diff {d}, {flips} argmax flips");
+    }
+}
+
+#[test]
+fn gpt_oss_without_its_sinks_is_far_from_llama_cpp() {
+    // sinks of -inf take no share of any softmax: attention without sinks
+    let none: Vec<u8> = (0..4).flat_map(|_| f32::NEG_INFINITY.to_le_bytes()).collect();
+    let sinks: Vec<(&str, rgml::DType, Vec<i64>, Vec<u8>)> = ["blk.0.attn_sinks.weight", "blk.1.attn_sinks.weight"]
+        .into_iter()
+        .map(|n| (n, rgml::DType::F32, vec![4], none.clone()))
+        .collect();
+    let path = common::gguf_with(&dir().join("gpt_oss_f32.gguf"), "no-sinks", &[], &sinks);
+    for attention in [Attention::Fused, Attention::Unfused] {
+        let (d, _) = compare(&logits(&path, KvType::F32, attention), &reference("gpt_oss_f32.gguf", "f32kv"));
+        assert!(d > 0.1, "{attention:?}: without sinks only {d} from llama.cpp's result with them");
+    }
+    std::fs::remove_file(&path).ok();
 }

@@ -1,9 +1,10 @@
 //! Several sequences in one model (`LoadOptions::n_seq`): a sequence's logits
 //! are the same bits whether it runs alone or shares its decode steps with
 //! others (`Model::eval_seqs`), in any order and with any subset of the
-//! sequences stepping, for every architecture fixture (Q8_0 weights, whose
+//! sequences stepping, for the architecture fixtures (Q8_0 weights, whose
 //! products keep their bits per row at any batch size; F32 and F16 caches,
-//! Gemma-3's sliding window among them). Bad steps are errors.
+//! Gemma-3's sliding window, the mixtures of experts and gpt-oss's sinks among
+//! them). Bad steps are errors.
 
 mod common;
 
@@ -48,7 +49,9 @@ fn alone(file: &str, kv: KvType) -> Vec<(Vec<u32>, Vec<Vec<u32>>)> {
 #[test]
 fn a_sequence_gets_the_same_bits_alone_and_in_company() {
     let toks = tokens();
-    for name in ["llama3", "qwen2", "qwen3", "phi3", "gemma3"] {
+    for name in
+        ["llama3", "qwen2", "qwen3", "phi3", "gemma3", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss", "olmo2", "smollm3"]
+    {
         for kv in [KvType::F32, KvType::F16] {
             let file = format!("{name}_q8_0.gguf");
             let want = alone(&file, kv);

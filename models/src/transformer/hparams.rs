@@ -286,8 +286,14 @@ impl Hparams {
             return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
         }
         let rope = read_rope(&k, rope_mode, n_rot, n_ctx_train)?;
-        let n_ff = k.count("feed_forward_length", 1, 1 << 24)?;
+        // optional in llama.cpp: a model whose every layer is experts may lack it
+        let n_ff = k.opt_count("feed_forward_length", 1, 1 << 24)?;
         let moe = read_moe(&k, n_ff)?;
+        let n_ff = match (n_ff, &moe) {
+            (Some(n), _) => n,
+            (None, Some(m)) => m.n_ff_exp,
+            (None, None) => return Err(meta(&k.key("feed_forward_length"), "not found")),
+        };
         let hp = Hparams {
             arch,
             n_vocab,
@@ -391,12 +397,13 @@ pub(crate) fn read_sliding_window(
     Ok(Some(SlidingWindow { window, layers, freq_base, freq_scale }))
 }
 
-/// The expert keys, if `expert_count` is there and not 0: counts checked, the
+/// The expert keys, if `expert_count` is there and not 0: counts checked (an
+/// expert's width from `expert_feed_forward_length`, else `feed_forward_length`), the
 /// gating softmax and the weights neither normed nor scaled unless the file says
 /// (`expert_gating_func` 1 softmax, 2 sigmoid, 3 softmax of the picked;
 /// `expert_weights_norm`, `expert_weights_scale`); architectures with fixed
 /// choices set them after.
-fn read_moe(k: &Keys, n_ff: usize) -> Result<Option<Moe>> {
+fn read_moe(k: &Keys, n_ff: Option<usize>) -> Result<Option<Moe>> {
     let Some(n_expert) = k.opt_count("expert_count", 0, MAX_EXPERTS)?.filter(|&n| n > 0) else { return Ok(None) };
     let n_used = k.count("expert_used_count", 1, n_expert)?;
     let gating = match k.opt_count("expert_gating_func", 0, u32::MAX as usize)? {
@@ -417,7 +424,10 @@ fn read_moe(k: &Keys, n_ff: usize) -> Result<Option<Moe>> {
     Ok(Some(Moe {
         n_expert,
         n_used,
-        n_ff_exp: k.opt_count("expert_feed_forward_length", 1, 1 << 24)?.unwrap_or(n_ff),
+        n_ff_exp: match k.opt_count("expert_feed_forward_length", 1, 1 << 24)? {
+            Some(n) => n,
+            None => n_ff.ok_or_else(|| meta(&k.key("expert_feed_forward_length"), "not found"))?,
+        },
         n_ff_shexp: k.opt_count("expert_shared_feed_forward_length", 1, 1 << 24)?.unwrap_or(0),
         gating,
         norm_weights,

@@ -53,7 +53,23 @@ pub fn max_kl(got: &[f32], want: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-pub const CASES: [&str; 7] = ["llama3", "llama_linear", "llama_yarn", "qwen2", "qwen3", "gemma3", "phi3"];
+pub const CASES: [&str; 15] = [
+    "llama3",
+    "llama_linear",
+    "llama_yarn",
+    "qwen2",
+    "qwen3",
+    "gemma3",
+    "phi3",
+    "qwen3moe",
+    "qwen2moe",
+    "mixtral",
+    "olmoe",
+    "granite",
+    "olmo2",
+    "smollm3",
+    "gpt_oss",
+];
 
 /// Gemma's GeGLU runs through llama.cpp's f16 GELU table (rgml computes the same), whose
 /// steps of 2^-11 turn last-bit differences of its input (sums in another order) into
