@@ -308,6 +308,17 @@ impl Exec<'_> {
     /// Everything on the calling thread.
     pub(crate) const ONE: Exec<'static> = Exec { pool: None, gemm: None, tiles_always: false };
 
+    /// The same kernel choices on the calling thread alone (for work already
+    /// split over the threads one level up).
+    pub(crate) fn on_caller(&self) -> Exec<'static> {
+        Exec { tiles_always: self.tiles_always, ..Exec::ONE }
+    }
+
+    /// The threads a parallel loop runs on.
+    pub(crate) fn threads(&self) -> usize {
+        self.pool.map_or(1, |p| p.threads())
+    }
+
     /// Calls `f` on ranges covering `0..n`, in parallel when `n * cost` is large.
     /// `cost` is the work of one item, in element-operations.
     pub(crate) fn for_ranges(&self, n: usize, cost: usize, f: impl Fn(Range<usize>) + Sync + Send) {
