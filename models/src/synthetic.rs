@@ -151,7 +151,6 @@ pub fn synthetic_llama(
         }
     }
     matrix("output.weight".into(), n_embd, n_vocab)?;
-    drop(matrix);
     for l in (0..n_layer).filter(|_| n_expert > 0) {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         // the router stays F32, as llama.cpp's quantizer leaves it

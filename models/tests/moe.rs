@@ -83,8 +83,8 @@ fn a_sequence_of_a_mixture_gets_the_same_bits_alone_and_in_company() {
         .collect();
     let mut m = load(3);
     let mut next: Vec<u32> = prompts.iter().enumerate().map(|(s, p)| argmax(&m.eval_seq_last(s, p).unwrap())).collect();
-    for step in 0..4 {
-        let batch: Vec<(usize, u32)> = (0..3).map(|s| (s, next[s])).collect();
+    for (step, _) in alone[0].iter().enumerate() {
+        let batch: Vec<(usize, u32)> = next.iter().enumerate().map(|(s, &t)| (s, t)).collect();
         for (s, l) in m.eval_seqs(&batch).unwrap().iter().enumerate() {
             assert_eq!(bits(l), alone[s][step], "sequence {s}, step {step}");
             next[s] = argmax(l);

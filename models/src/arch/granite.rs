@@ -26,7 +26,7 @@ fn read_hparams(k: &Keys, hp: &mut Hparams) -> Result<()> {
     let positive = |key: &str, v: Option<f32>| -> Result<Option<f32>> {
         match v {
             Some(v) if !v.is_finite() || v < 0.0 => Err(meta(&k.key(key), format!("{v} is not a usable multiplier"))),
-            Some(v) if v == 0.0 => Ok(None),
+            Some(0.0) => Ok(None),
             v => Ok(v),
         }
     };
