@@ -8,7 +8,7 @@
 use rgml::gguf::{GgufFile, Value};
 use rgml::{Result, TensorId};
 
-use super::hparams::{meta, read_rope, Keys, Rope, MAX_CONTEXT, MAX_LAYERS};
+use super::hparams::{meta, read_rope, Keys, Rope, MAX_CONTEXT};
 use super::pooling::{read_pooling, Pooling};
 use super::weights::{Loader, Qkv};
 
@@ -97,9 +97,7 @@ impl EncoderHparams {
         rope_mode: i32,
     ) -> Result<EncoderHparams> {
         let k = Keys { f, prefix: name };
-        let n_layer = k.count("block_count", 1, MAX_LAYERS)?;
-        let n_embd = k.count("embedding_length", 1, 1 << 20)?;
-        let n_head = k.count("attention.head_count", 1, 1 << 16)?;
+        let (n_layer, n_embd, n_head, n_head_kv) = k.layers_and_heads()?;
         if n_embd % n_head != 0 {
             let why = format!("{n_head} heads do not divide n_embd {n_embd}");
             return Err(meta(&k.key("attention.head_count"), why));
@@ -111,19 +109,7 @@ impl EncoderHparams {
                 return Err(meta(&k.key(key), format!("{d}; an encoder's heads are n_embd / n_head = {head_dim}")));
             }
         }
-        let n_head_kv = k.opt_count("attention.head_count_kv", 1, 1 << 16)?.unwrap_or(n_head);
-        if n_head % n_head_kv != 0 {
-            let why = format!("{n_head_kv} does not divide the {n_head} heads");
-            return Err(meta(&k.key("attention.head_count_kv"), why));
-        }
-        let n_ctx_train = k.count("context_length", 1, MAX_CONTEXT)?;
-        let n_vocab = match k.opt_count("vocab_size", 1, 1 << 24)? {
-            Some(n) => n,
-            None => f.tensor("token_embd.weight").map_or(0, |t| t.ne[1].max(0) as usize),
-        };
-        if n_vocab == 0 {
-            return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
-        }
+        let (n_ctx_train, n_vocab) = (k.count("context_length", 1, MAX_CONTEXT)?, k.n_vocab()?);
         let norm_eps = k.f32("attention.layer_norm_epsilon")?;
         if !(norm_eps.is_finite() && norm_eps >= 0.0) {
             return Err(meta(&k.key("attention.layer_norm_epsilon"), format!("{norm_eps} is not a usable epsilon")));

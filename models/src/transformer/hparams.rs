@@ -248,16 +248,7 @@ impl Hparams {
     /// [`Error::Metadata`] naming the key for a missing, mistyped or absurd value.
     pub fn read_common(f: &GgufFile, arch: &'static str, rope_mode: i32) -> Result<Hparams> {
         let k = Keys { f, prefix: arch };
-        let n_layer = k.count("block_count", 1, MAX_LAYERS)?;
-        let n_embd = k.count("embedding_length", 1, 1 << 20)?;
-        let n_head = k.count("attention.head_count", 1, 1 << 16)?;
-        let n_head_kv = k.opt_count("attention.head_count_kv", 1, 1 << 16)?.unwrap_or(n_head);
-        if n_head % n_head_kv != 0 {
-            return Err(meta(
-                &k.key("attention.head_count_kv"),
-                format!("{n_head_kv} does not divide the {n_head} heads"),
-            ));
-        }
+        let (n_layer, n_embd, n_head, n_head_kv) = k.layers_and_heads()?;
         let default_dim = |what: &str| {
             if n_embd % n_head == 0 {
                 Ok(n_embd / n_head)
@@ -277,14 +268,7 @@ impl Hparams {
         if n_rot > head_dim || n_rot % 2 != 0 {
             return Err(meta(&k.key("rope.dimension_count"), format!("{n_rot} rotated dims for heads of {head_dim}")));
         }
-        let n_ctx_train = k.count("context_length", 1, MAX_CONTEXT)?;
-        let n_vocab = match k.opt_count("vocab_size", 1, 1 << 24)? {
-            Some(n) => n,
-            None => f.tensor("token_embd.weight").map_or(0, |t| t.ne[1].max(0) as usize),
-        };
-        if n_vocab == 0 {
-            return Err(meta(&k.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
-        }
+        let (n_ctx_train, n_vocab) = (k.count("context_length", 1, MAX_CONTEXT)?, k.n_vocab()?);
         let rope = read_rope(&k, rope_mode, n_rot, n_ctx_train)?;
         // optional in llama.cpp: a model whose every layer is experts may lack it
         let n_ff = k.opt_count("feed_forward_length", 1, 1 << 24)?;
@@ -332,6 +316,30 @@ pub(crate) struct Keys<'a> {
 }
 
 impl Keys<'_> {
+    /// The counts every model has: layers, width, heads and KV heads (which must
+    /// divide the heads).
+    pub fn layers_and_heads(&self) -> Result<(usize, usize, usize, usize)> {
+        let n_layer = self.count("block_count", 1, MAX_LAYERS)?;
+        let n_embd = self.count("embedding_length", 1, 1 << 20)?;
+        let n_head = self.count("attention.head_count", 1, 1 << 16)?;
+        let n_head_kv = self.opt_count("attention.head_count_kv", 1, 1 << 16)?.unwrap_or(n_head);
+        if n_head % n_head_kv != 0 {
+            let why = format!("{n_head_kv} does not divide the {n_head} heads");
+            return Err(meta(&self.key("attention.head_count_kv"), why));
+        }
+        Ok((n_layer, n_embd, n_head, n_head_kv))
+    }
+    /// The vocabulary size: `vocab_size`, else the rows of `token_embd.weight`.
+    pub fn n_vocab(&self) -> Result<usize> {
+        let n = match self.opt_count("vocab_size", 1, 1 << 24)? {
+            Some(n) => n,
+            None => self.f.tensor("token_embd.weight").map_or(0, |t| t.ne[1].max(0) as usize),
+        };
+        if n == 0 {
+            return Err(meta(&self.key("vocab_size"), "absent, and there is no token_embd.weight to tell it"));
+        }
+        Ok(n)
+    }
     pub fn key(&self, k: &str) -> String {
         format!("{}.{k}", self.prefix)
     }
