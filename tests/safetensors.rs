@@ -271,7 +271,14 @@ fn hostile_entries() {
     };
     refused(&one("F32", "[2]", "[0,12]", 8), "run past the data section (8 bytes)");
     refused(&one("F32", "[2]", "[4,2]", 8), "end before they begin");
-    refused(&one("F32", "[18446744073709551615]", "[0,8]", 8), "too many elements");
+    refused(&one("F32", "[18446744073709551615]", "[0,8]", 8), "exceeds i64");
+    // a zero dim does not let another one past i64
+    refused(
+        &one("F32", "[0,9223372036854775808]", "[0,0]", 0),
+        "dim 9223372036854775808 of shape [0, 9223372036854775808] exceeds i64",
+    );
+    let h = SafetensorsHeader::parse(&one("F32", "[0,9223372036854775807]", "[0,0]", 0)).unwrap();
+    assert_eq!(h.tensors()[0].ne, [i64::MAX, 0, 1, 1]);
     refused(&one("F32", "[4294967296,4294967296,4]", "[0,8]", 8), "too many elements");
     refused(&one("F64", "[4611686018427387903]", "[0,8]", 8), "too large in bytes");
     refused(&one("F32", "[-1]", "[0,4]", 4), "invalid value: integer `-1`");
@@ -365,6 +372,14 @@ fn hostile_files_and_indexes() {
     assert!(matches!(index(r#"{"weight_map":{"x":5}}"#), Err(Error::Safetensors { .. })));
     let e = index(r#"{"weight_map":{"x":"bad.safetensors"}}"#).unwrap_err();
     assert!(matches!(e, Error::Safetensors { .. }) && e.to_string().contains("shard "), "{e:?}");
+    // an empty tensor with an absurd dim: the file is valid, the layout's strides overflow, so loading it is an error
+    std::fs::write(
+        d.join("wide.safetensors"),
+        st(r#"{"w":{"dtype":"F32","shape":[0,9223372036854775807],"data_offsets":[0,0]}}"#, 0),
+    )
+    .unwrap();
+    let wide = SafetensorsFile::open(d.join("wide.safetensors")).unwrap();
+    assert!(matches!(load_safetensors(&mut Context::new(), &wide), Err(Error::Shape { .. })));
     // and a good one, with an ignored metadata key
     let i = index(r#"{"metadata":{"total_size":4},"weight_map":{"x":"s1.safetensors"}}"#).unwrap();
     let mut ctx = Context::new();

@@ -178,15 +178,18 @@ impl SafetensorsHeader {
     }
 }
 
-/// Checks one entry: known dtype name, dims that fit `i64`, a byte size that
-/// does not overflow and equals `end - begin`, offsets ordered and inside the
-/// data section. Returns the absolute byte range.
+/// Checks one entry: known dtype name, each dim and the element count within
+/// `i64`, a byte size that does not overflow and equals `end - begin`, offsets
+/// ordered and inside the data section. Returns the absolute byte range.
 fn check_entry(e: &RawEntry, data_start: usize, data_len: usize) -> Result<Range<usize>> {
     let name = &e.name;
     let [begin, end] = e.offsets;
     let at = |off: u64| data_start.saturating_add(usize::try_from(off).unwrap_or(usize::MAX));
     let st =
         st_dtype(&e.dtype).ok_or_else(|| err(at(begin), format!("tensor {name:?}: unknown dtype {:?}", e.dtype)))?;
+    if let Some(d) = e.shape.iter().find(|&&d| d > i64::MAX as u64) {
+        return Err(err(at(begin), format!("tensor {name:?}: dim {d} of shape {:?} exceeds i64", e.shape)));
+    }
     let mut count: u64 = 1;
     for &d in &e.shape {
         count = count
