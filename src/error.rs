@@ -128,6 +128,15 @@ pub enum Error {
         /// What was wrong.
         msg: String,
     },
+    /// A malformed safetensors file or shard index: what was wrong and at
+    /// which byte of the file (0 for a problem of an index or a whole file).
+    #[error("safetensors: {msg} (at byte {offset})")]
+    Safetensors {
+        /// Byte offset in the file where the problem was found.
+        offset: u64,
+        /// What was wrong.
+        msg: String,
+    },
     /// A metadata key that is missing or holds another type than asked for.
     #[error("metadata key {key}: {msg}")]
     Metadata {

@@ -39,6 +39,7 @@ pub mod op;
 pub mod ops;
 pub mod plan;
 pub mod quant;
+pub mod safetensors;
 pub mod tensor;
 pub mod train;
 
@@ -56,7 +57,7 @@ pub use grad::Gradients;
 pub use graph::{Dep, Graph};
 pub use host::{Element, HostBuffer};
 pub use layout::{Layout, Overlap};
-pub use load::{load_gguf, Weights};
+pub use load::{load_gguf, load_safetensors, load_safetensors_index, Weights};
 pub use op::{BackOp, BinaryOp, GluOp, Op, RopeParams, UnaryOp};
 pub use plan::{Allocator, NoReuse, Place, Plan, PlanStats, ReuseRules, CPU_ALIGNMENT, CUDA_ALIGNMENT};
 pub use tensor::{Flags, Tensor, TensorId};

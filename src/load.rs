@@ -1,13 +1,16 @@
-//! Loading weights: the tensors of a GGUF file become read-only leaves of a
-//! context whose bytes are the file's mapping (no copy; a tensor the file
-//! stores misaligned for its type is copied). Tensors of a type id rgml does
-//! not know are left out; asking for one is an error naming it and its id.
+//! Loading weights: the tensors of a GGUF or safetensors file become
+//! read-only leaves of a context whose bytes are the file's mapping (no copy;
+//! a tensor the file stores misaligned for its type is copied). Tensors rgml
+//! cannot use (a GGUF type id it does not know; a safetensors dtype it has no
+//! type for, or more than 4 dims) are left out; asking for one is an error
+//! naming it and why.
 
 use std::collections::HashMap;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+use crate::safetensors::{SafetensorsFile, SafetensorsIndex};
 use crate::tensor::TensorId;
 
 /// A file's tensors, by name, as leaves of one context.
@@ -17,15 +20,25 @@ pub struct Weights {
     order: Vec<(String, TensorId)>,
     /// The tensors left out, by name: their type id and why.
     unknown: HashMap<String, (u32, String)>,
+    /// The safetensors tensors left out, by name: where their data start and why.
+    skipped: HashMap<String, (usize, String)>,
 }
 
 impl Weights {
-    /// The leaf named `name`; an error naming the missing tensor, or
-    /// [`Error::UnknownType`] (with the name and type id) for a tensor of the
-    /// file whose type rgml does not know.
+    /// The leaf named `name`; an error naming the missing tensor,
+    /// [`Error::UnknownType`] (with the name and type id) for a tensor of a
+    /// GGUF file whose type rgml does not know, or [`Error::Safetensors`]
+    /// (with the name, dtype or shape, and why) for a tensor of a safetensors
+    /// file that was left out.
     pub fn get(&self, name: &str) -> Result<TensorId> {
         if let Some(&id) = self.by_name.get(name) {
             return Ok(id);
+        }
+        if let Some((offset, why)) = self.skipped.get(name) {
+            return Err(Error::Safetensors {
+                offset: *offset as u64,
+                msg: format!("tensor {name:?}: {why}; it was not loaded"),
+            });
         }
         match self.unknown.get(name) {
             Some((type_id, why)) => Err(Error::UnknownType {
@@ -40,6 +53,11 @@ impl Weights {
     /// know), as `(name, type id)` in no particular order.
     pub fn unknown(&self) -> impl Iterator<Item = (&str, u32)> {
         self.unknown.iter().map(|(n, (id, _))| (n.as_str(), *id))
+    }
+    /// The safetensors tensors that were left out, as `(name, why)` in no
+    /// particular order.
+    pub fn skipped(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.skipped.iter().map(|(n, (_, why))| (n.as_str(), why.as_str()))
     }
     /// The leaf named `name`, if there is one (`None` for a tensor of an unknown type too).
     pub fn find(&self, name: &str) -> Option<TensorId> {
@@ -88,4 +106,46 @@ pub fn load_gguf(ctx: &mut Context, file: &GgufFile) -> Result<Weights> {
         w.order.push((info.name.clone(), id));
     }
     Ok(w)
+}
+
+/// Adds every loadable tensor of the safetensors `file` to `ctx` as a named,
+/// read-only leaf over the file's mapping, in header order, with `ne` the
+/// stored shape reversed (see [`crate::safetensors`]); a tensor stored
+/// misaligned for its type is copied. Tensors rgml cannot load are left out
+/// (see [`Weights::get`] and [`Weights::skipped`]).
+///
+/// # Errors
+/// As [`Context::new_tensor_mapped`] (not for a file from
+/// [`SafetensorsFile::open`], whose ranges are checked).
+pub fn load_safetensors(ctx: &mut Context, file: &SafetensorsFile) -> Result<Weights> {
+    let mut w = Weights::default();
+    add_safetensors(ctx, file, &mut w)?;
+    Ok(w)
+}
+
+/// Loads every shard of a sharded checkpoint into `ctx`, as
+/// [`load_safetensors`] does one file: all the shards' tensors in one
+/// [`Weights`], shard by shard in the order the index first names them.
+///
+/// # Errors
+/// As [`load_safetensors`].
+pub fn load_safetensors_index(ctx: &mut Context, index: &SafetensorsIndex) -> Result<Weights> {
+    let mut w = Weights::default();
+    for file in index.shards() {
+        add_safetensors(ctx, file, &mut w)?;
+    }
+    Ok(w)
+}
+
+fn add_safetensors(ctx: &mut Context, file: &SafetensorsFile, w: &mut Weights) -> Result<()> {
+    for t in file.skipped() {
+        w.skipped.insert(t.name.clone(), (t.range.start, t.why.clone()));
+    }
+    for t in file.tensors() {
+        let id = ctx.new_tensor_mapped(t.dtype, t.dims(), file.map(), t.range.start)?;
+        ctx.set_name(id, &t.name)?;
+        w.by_name.insert(t.name.clone(), id);
+        w.order.push((t.name.clone(), id));
+    }
+    Ok(())
 }
