@@ -47,8 +47,9 @@ pub(crate) fn flash_attn(dev: &Device, p: SoftMax, dst: BoundMut, qkv: [Bound; 3
     let shared = u32::try_from((qn[0] + CHUNK + v.l.ne[0]) * 4)
         .map_err(|_| Error::Invalid(format!("{OP}: head sizes {} and {} exceed shared memory", qn[0], v.l.ne[0])))?;
     let units = qn[1] * qn[2] * qn[3];
+    let sp = super::ops::sinks_ptr(extra.sinks, qn[2])?;
     launch!(dev, "attention", "rg_flash_attn", per_row(units, shared)?;
         scale, nhl2, m0, m1, dst.ptr, dst.p(OP)?, q.ptr, q.p(OP)?, k.ptr, k.q(OP)?, v.ptr, v.q(OP)?,
-        mp, mk, i32::from(mask.is_some()), q_round, super::ops::sinks_ptr(extra.sinks, qn[2])?);
+        mp, mk, i32::from(mask.is_some()), q_round, sp);
     Ok(())
 }

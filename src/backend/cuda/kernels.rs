@@ -488,7 +488,7 @@ mod signature_tests {
 
     /// The kind of a Rust launch argument, from the names the launch sites use.
     fn arg_kind(a: &str) -> Kind {
-        const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap", "wp", "work", "route"];
+        const PTRS: &[&str] = &["p", "dst", "err_ptr", "claims_ptr", "mp", "fp", "ap", "wp", "work", "route", "sp"];
         const TENSORS: &[&str] = &["dk", "sk", "xk", "ik", "kd", "ka", "kb", "mk", "fk", "kt", "wk"];
         const S4: &[&str] = &[
             "code", "param", "eps", "scale", "nhl2", "m0", "m1", "n_past", "size", "rp.rows", "q_round", "n_expert",

@@ -119,9 +119,10 @@ pub(crate) fn soft_max(dev: &Device, p: SoftMax, dst: BoundMut, a: Bound, extra:
         Some(m) => (m.ptr, m.p("soft_max")?),
         None => (0u64, a.p("soft_max")?),
     };
+    let sp = sinks_ptr(extra.sinks, a.l.ne[2])?;
     launch!(dev, "softmax", "rg_soft_max", per_row(a.l.nrows(), 0)?;
         scale, nhl2, m0, m1, dst.ptr, dst.p("soft_max")?, a.ptr, a.p("soft_max")?, mp, mk,
-        i32::from(extra.mask.is_some()), sinks_ptr(extra.sinks, a.l.ne[2])?);
+        i32::from(extra.mask.is_some()), sp);
     Ok(())
 }
 
