@@ -1,4 +1,5 @@
-//! `flash_attn_ext` on the CPU: one work item per query row and head. Its scores
+//! `flash_attn_ext` on the CPU: one work item per query row and KV head (the
+//! query heads of its group together, so each value row is widened once). Its scores
 //! over the keys are one row of scratch (never a scores tensor), made by the dot
 //! kernel of the key type against the query converted to its dot partner, as
 //! `mul_mat` makes them; masked keys are skipped, so a causal prompt reads half
@@ -64,71 +65,95 @@ pub(crate) fn flash_attn(
     let (qrow, krow, vrow) = (row(dot::vec_dot_type(kt), n.d)?, row(kt, n.d)?, row(vt, n.dv)?);
     let sm = mask.map(|m| Scalar::of("flash_attn_ext", m.l.dtype)).transpose()?;
     let slopes = alibi_slopes(u32::try_from(n.n_head).unwrap_or(u32::MAX), p.max_bias);
-    let units = n.n_head * n.n_q * q.l.ne[3] as usize;
+    // one item per KV head, query row and sequence: the query heads that share the
+    // KV head read each value row once (widened once), each in its own sums
+    let (g, n_kv_heads) = (n.group, n.n_head / n.group);
+    let units = n_kv_heads * n.n_q * q.l.ne[3] as usize;
     let failed = FirstError::default();
-    ex.for_ranges(units, n.n_kv * (n.d + n.dv) * 2, |items| {
-        let mut s =
-            Scratch { q: vec![0u8; qrow], scores: vec![0f32; n.n_kv], acc: vec![0f32; n.dv], v: vec![0f32; n.dv] };
+    ex.for_ranges(units, g * n.n_kv * (n.d + n.dv) * 2, |items| {
+        let mut s = Scratch {
+            q: vec![0u8; qrow],
+            scores: vec![0f32; g * n.n_kv],
+            acc: vec![0f32; g * n.dv],
+            v: vec![0f32; n.dv],
+            heads: vec![Head::default(); g],
+        };
         for item in items {
-            let (h, i, seq) = (item % n.n_head, (item / n.n_head) % n.n_q, item / (n.n_head * n.n_q));
-            let (kh, qi, sq) = ((h / n.group) as i64, i as i64, seq as i64);
-            // SAFETY: row (i, h, seq) of q holds d packed f32 (rows_packed, checked
-            // when the op was made), inside q's tensor.
-            let qv = unsafe { std::slice::from_raw_parts(q.row(qi, h as i64, sq).cast::<f32>(), n.d) };
-            if let Err(e) = dot::quantize_activations(kt, qv, &mut s.q) {
-                failed.keep(Err(e));
-                return;
-            }
-            let m = mask.zip(sm).map(|(m, sm)| (m.row(qi, h as i64 % m.l.ne[2], sq % m.l.ne[3]), m.l.nb[0], sm));
-            let slope = slopes[h];
-            let mut max = f32::NEG_INFINITY;
-            for (j, sc) in s.scores.iter_mut().enumerate() {
-                // SAFETY: the mask row has n_kv values (checked when the op was made).
-                let mv = m.map_or(0.0, |(row, nb0, sm)| unsafe { sm.load(row.add(j * nb0)) });
-                if mv == f32::NEG_INFINITY {
-                    *sc = f32::NEG_INFINITY;
-                    continue;
-                }
-                // SAFETY: key row (j, kh, seq) is krow packed bytes inside k.
-                let kr = unsafe { std::slice::from_raw_parts(k.row(j as i64, kh, sq), krow) };
-                let x = kdot(n.d, kr, &s.q) * p.scale;
-                // soft_max_ext's fused `x + slope·m`; with slope 1 a plain add is the same
-                // bits (and no libm call on a CPU built without FMA)
-                *sc = if slope == 1.0 { x + mv } else { slope.mul_add(mv, x) };
-                // ggml's MAX(max, v), as soft_max_ext
-                max = if max > *sc { max } else { *sc };
-            }
-            // SAFETY: dst row (h, i, seq) is dv packed f32 of this item alone.
-            let out = unsafe { std::slice::from_raw_parts_mut(dst.row(h as i64, qi, sq).cast::<f32>(), n.dv) };
-            let sink = sinks.as_ref().map(|s| s[h]);
-            let max = sink.map_or(max, |s| max.max(s));
-            if max == f32::NEG_INFINITY {
-                out.fill(0.0);
-                continue;
-            }
-            let mut sum = sink.map_or(0f64, |s| f64::from((s - max).exp()));
-            s.acc.fill(0.0);
-            for (j, sc) in s.scores.iter_mut().enumerate() {
-                // a masked key adds exp(-inf) = 0: skip its exp (most of a short
-                // context's padded cache)
-                if *sc == f32::NEG_INFINITY {
-                    continue;
-                }
-                let e = (*sc - max).exp();
-                sum += f64::from(e);
-                if e == 0.0 {
-                    continue;
-                }
-                // SAFETY: value row (j, kh, seq) is vrow packed bytes inside v.
-                let vr = unsafe { std::slice::from_raw_parts(v.row(j as i64, kh, sq), vrow) };
-                if let Err(err) = widen(vt, vr, &mut s.v) {
-                    failed.keep(Err(err));
+            let (kh, i, seq) = (item % n_kv_heads, (item / n_kv_heads) % n.n_q, item / (n_kv_heads * n.n_q));
+            let (qi, sq) = (i as i64, seq as i64);
+            for (hh, scores) in s.scores.chunks_exact_mut(n.n_kv).enumerate() {
+                let h = kh * g + hh;
+                // SAFETY: row (i, h, seq) of q holds d packed f32 (rows_packed, checked
+                // when the op was made), inside q's tensor.
+                let qv = unsafe { std::slice::from_raw_parts(q.row(qi, h as i64, sq).cast::<f32>(), n.d) };
+                if let Err(e) = dot::quantize_activations(kt, qv, &mut s.q) {
+                    failed.keep(Err(e));
                     return;
                 }
-                s.acc.iter_mut().zip(&s.v).for_each(|(a, &x)| *a += e * x);
+                let m = mask.zip(sm).map(|(m, sm)| (m.row(qi, h as i64 % m.l.ne[2], sq % m.l.ne[3]), m.l.nb[0], sm));
+                let slope = slopes[h];
+                let mut max = f32::NEG_INFINITY;
+                for (j, sc) in scores.iter_mut().enumerate() {
+                    // SAFETY: the mask row has n_kv values (checked when the op was made).
+                    let mv = m.map_or(0.0, |(row, nb0, sm)| unsafe { sm.load(row.add(j * nb0)) });
+                    if mv == f32::NEG_INFINITY {
+                        *sc = f32::NEG_INFINITY;
+                        continue;
+                    }
+                    // SAFETY: key row (j, kh, seq) is krow packed bytes inside k.
+                    let kr = unsafe { std::slice::from_raw_parts(k.row(j as i64, kh as i64, sq), krow) };
+                    let x = kdot(n.d, kr, &s.q) * p.scale;
+                    // soft_max_ext's fused `x + slope·m`; with slope 1 a plain add is the same
+                    // bits (and no libm call on a CPU built without FMA)
+                    *sc = if slope == 1.0 { x + mv } else { slope.mul_add(mv, x) };
+                    // ggml's MAX(max, v), as soft_max_ext
+                    max = if max > *sc { max } else { *sc };
+                }
+                let sink = sinks.as_ref().map(|s| s[h]);
+                let max = sink.map_or(max, |s| max.max(s));
+                let sum = sink.map_or(0f64, |s| f64::from((s - max).exp()));
+                s.heads[hh] = Head { max, sum };
             }
-            let inv = (1.0 / sum) as f32;
-            out.iter_mut().zip(&s.acc).for_each(|(o, &a)| *o = a * inv);
+            s.acc.fill(0.0);
+            for j in 0..n.n_kv {
+                let mut widened = false;
+                for (hh, head) in s.heads.iter_mut().enumerate() {
+                    let sc = s.scores[hh * n.n_kv + j];
+                    // a masked key adds exp(-inf) = 0: skip its exp (most of a short
+                    // context's padded cache); a head whose every key is masked has none
+                    if sc == f32::NEG_INFINITY || head.max == f32::NEG_INFINITY {
+                        continue;
+                    }
+                    let e = (sc - head.max).exp();
+                    head.sum += f64::from(e);
+                    if e == 0.0 {
+                        continue;
+                    }
+                    if !widened {
+                        // SAFETY: value row (j, kh, seq) is vrow packed bytes inside v.
+                        let vr = unsafe { std::slice::from_raw_parts(v.row(j as i64, kh as i64, sq), vrow) };
+                        if let Err(err) = widen(vt, vr, &mut s.v) {
+                            failed.keep(Err(err));
+                            return;
+                        }
+                        widened = true;
+                    }
+                    let acc = &mut s.acc[hh * n.dv..(hh + 1) * n.dv];
+                    acc.iter_mut().zip(&s.v).for_each(|(a, &x)| *a += e * x);
+                }
+            }
+            for (hh, (head, acc)) in s.heads.iter().zip(s.acc.chunks_exact(n.dv)).enumerate() {
+                // SAFETY: dst row (h, i, seq) is dv packed f32 of this item alone.
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut(dst.row((kh * g + hh) as i64, qi, sq).cast::<f32>(), n.dv)
+                };
+                if head.max == f32::NEG_INFINITY {
+                    out.fill(0.0);
+                    continue;
+                }
+                let inv = (1.0 / head.sum) as f32;
+                out.iter_mut().zip(acc).for_each(|(o, &a)| *o = a * inv);
+            }
         }
     });
     failed.into_result()
@@ -136,14 +161,23 @@ pub(crate) fn flash_attn(
 
 /// One work item's scratch rows.
 struct Scratch {
-    /// The query in the key type's dot partner.
+    /// One query in the key type's dot partner.
     q: Vec<u8>,
-    /// Scores, then their exponentials.
+    /// Each query head's scores over the keys.
     scores: Vec<f32>,
-    /// The weighted sum of value rows.
+    /// Each query head's weighted sum of value rows.
     acc: Vec<f32>,
     /// One value row in f32.
     v: Vec<f32>,
+    /// Each query head's softmax maximum and sum.
+    heads: Vec<Head>,
+}
+
+/// A query head's softmax state: its maximum score and the sum of exponentials.
+#[derive(Clone, Copy, Default)]
+struct Head {
+    max: f32,
+    sum: f64,
 }
 
 /// A value row as f32: F16 (the default cache) by the CPU's conversion
