@@ -10,6 +10,8 @@ mod common;
 use rgml::quant::{self, dot};
 use rgml::{Context, CpuBackend, DType, Graph};
 
+use common::as_partner;
+
 fn vals(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed;
     (0..n)
@@ -18,18 +20,6 @@ fn vals(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
-}
-
-/// Rows of `k` values as the dot partner of `wt` stores them, back in f32.
-fn as_partner(wt: DType, v: &[f32], k: usize) -> Vec<f32> {
-    let pt = dot::vec_dot_type(wt);
-    let mut out = vec![0f32; v.len()];
-    let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
-    for (src, dst) in v.chunks(k).zip(out.chunks_mut(k)) {
-        dot::quantize_activations(wt, src, &mut q).unwrap();
-        quant::dequantize_row(pt, &q, dst).unwrap();
-    }
-    out
 }
 
 fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 2], transposed_b: bool) {

@@ -5,25 +5,10 @@
 
 mod common;
 
-use rgml::quant::{self, dot};
+use rgml::quant;
 use rgml::{Context, CpuBackend, DType, Graph, TensorId};
 
-use common::Rng;
-
-/// Rows of `k` values as the dot partner of `wt` stores them, back in f32.
-fn as_partner(wt: DType, v: &[f32], k: usize) -> Vec<f32> {
-    if wt == DType::F32 {
-        return v.to_vec();
-    }
-    let pt = dot::vec_dot_type(wt);
-    let mut out = vec![0f32; v.len()];
-    let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
-    for (src, dst) in v.chunks(k).zip(out.chunks_mut(k)) {
-        dot::quantize_activations(wt, src, &mut q).unwrap();
-        quant::dequantize_row(pt, &q, dst).unwrap();
-    }
-    out
-}
+use common::{as_partner, Rng};
 
 /// `v` stored as `wt` and read back.
 fn rounded(wt: DType, v: &[f32], k: usize) -> Vec<f32> {

@@ -2,7 +2,9 @@
 //! ops, and the optimizer's fused steps).
 
 use super::{RopeParams, UnaryOp};
+use crate::error::Result;
 use crate::id::TensorId;
+use crate::layout::Layout;
 
 /// The training ops: the backward passes of forward ops that do not compose
 /// from others (built by [`crate::grad`]), and the optimizer's fused steps.
@@ -106,6 +108,17 @@ impl BackOp {
             BackOp::AdamwMoment { .. } => "adamw_moment",
             BackOp::AdamwUpdate { .. } => "adamw_update",
         }
+    }
+    /// Floating-point operations of the op producing `out` (see [`super::Op::flops`]).
+    pub fn flops(&self, layout: impl Fn(TensorId) -> Result<Layout>, out: &Layout) -> Result<u64> {
+        let n = out.nelements() as u64;
+        Ok(match *self {
+            BackOp::UnaryBack { .. } | BackOp::AdamwMoment { .. } => 4 * n,
+            BackOp::RmsNormBack { .. } | BackOp::AdamwUpdate { .. } => 6 * n,
+            BackOp::RepeatBack { a } => layout(a)?.nelements() as u64,
+            BackOp::RopeBack { p, .. } => p.flops(out),
+            BackOp::GetRowsBack { .. } | BackOp::ViewBack { .. } => 0,
+        })
     }
     /// The operands in source order.
     pub fn operands(&self) -> Vec<TensorId> {

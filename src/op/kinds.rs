@@ -75,7 +75,7 @@ impl BinaryOp {
     }
 }
 
-/// Parameters of [`super::Op::Rope`]: ggml's `rope_ext` arguments.
+/// Parameters of the rotary embedding op: ggml's `rope_ext` arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RopeParams {
     /// Number of leading values of each row that are rotated (even, at most `ne0`);
@@ -101,6 +101,12 @@ pub struct RopeParams {
 }
 
 impl RopeParams {
+    /// Floating-point operations of rotating (or rotating back) into `out`: six
+    /// per rotated pair of every row.
+    pub fn flops(&self, out: &crate::layout::Layout) -> u64 {
+        6 * (out.nrows() as u64) * (self.n_dims.max(0) as u64 / 2)
+    }
+
     /// ggml's `GGML_ROPE_TYPE_NORMAL`: rotate `(x[2i], x[2i+1])`.
     pub const NORMAL: i32 = 0;
     /// ggml's `GGML_ROPE_TYPE_NEOX`: rotate `(x[i], x[i + n_dims/2])`.

@@ -468,10 +468,7 @@ impl Op {
         Ok(match *self {
             Op::MulMat { a, .. } | Op::MulMatId { a, .. } => 2 * n * layout(a)?.ne[0] as u64,
             Op::Binary { .. } | Op::Scale { .. } | Op::Unary { .. } => n,
-            Op::Back(BackOp::UnaryBack { .. }) => 4 * n,
-            Op::Back(BackOp::RmsNormBack { .. }) | Op::Back(BackOp::AdamwUpdate { .. }) => 6 * n,
-            Op::Back(BackOp::AdamwMoment { .. }) => 4 * n,
-            Op::Back(BackOp::RepeatBack { a }) => layout(a)?.nelements() as u64,
+            Op::Back(ref b) => b.flops(layout, out)?,
             Op::Glu { .. } => 2 * n,
             Op::SumRows { a } | Op::Sum { a } | Op::Mean { a } | Op::Argmax { a } | Op::CountEqual { a, .. } => {
                 layout(a)?.nelements() as u64
@@ -485,9 +482,7 @@ impl Op {
             Op::CrossEntropyLoss { logits, .. } => 4 * layout(logits)?.nelements() as u64,
             Op::RmsNorm { w, .. } => (3 + u64::from(w.is_some())) * n,
             Op::Norm { .. } | Op::SoftMax { .. } => 5 * n,
-            Op::Rope { p, .. } | Op::Back(BackOp::RopeBack { p, .. }) => {
-                6 * (out.nrows() as u64) * (p.n_dims.max(0) as u64 / 2)
-            }
+            Op::Rope { p, .. } => p.flops(out),
             // a score and a weighted value row per query row, head and key
             Op::FlashAttn { k, .. } => {
                 let k = layout(k)?;

@@ -52,3 +52,20 @@ pub fn leaf(ctx: &mut Context, rng: &mut Rng, ne: &[i64], r: f32) -> TensorId {
     let n = ne.iter().product::<i64>() as usize;
     ctx.new_f32(ne, &rng.vec(n, r)).unwrap()
 }
+
+/// Rows of `k` values as the dot partner of the weight type `wt` stores them
+/// (ggml's rounding of a product's activations), back in f32.
+pub fn as_partner(wt: rgml::DType, v: &[f32], k: usize) -> Vec<f32> {
+    use rgml::quant::{self, dot};
+    if wt == rgml::DType::F32 {
+        return v.to_vec();
+    }
+    let pt = dot::vec_dot_type(wt);
+    let mut out = vec![0f32; v.len()];
+    let mut q = vec![0u8; pt.row_size(k as i64).unwrap()];
+    for (src, dst) in v.chunks(k).zip(out.chunks_mut(k)) {
+        dot::quantize_activations(wt, src, &mut q).unwrap();
+        quant::dequantize_row(pt, &q, dst).unwrap();
+    }
+    out
+}

@@ -13,25 +13,9 @@ use rgml::{f16, quant, Backend, Context, CpuBackend, CudaBackend, DType, Graph, 
 /// dot kernels on and off, and checks CUDA's outputs against the CPU's within
 /// `tol` (relative to `1 + |cpu|`).
 fn check(name: &str, tol: f32, build: impl FnOnce(&mut Context) -> Vec<TensorId>) {
-    let mut ctx = Context::new();
-    let outs = build(&mut ctx);
-    let graph = Graph::build(&ctx, &outs).unwrap();
-    let cpu = CpuBackend::new(2).unwrap().run(&ctx, &graph).unwrap();
-    let want: Vec<Vec<f32>> = outs.iter().map(|&o| cpu.read_f32(&ctx, o).unwrap()).collect();
-    let Some(gpu) = cuda() else { return };
-    for staged in [true, false] {
-        let st = gpu.clone().with_staged_mmvq(staged).run(&ctx, &graph);
-        let st = st.unwrap_or_else(|e| panic!("{name} (staged {staged}): CUDA run failed: {e}"));
-        for (k, (&o, w)) in outs.iter().zip(&want).enumerate() {
-            let got = st.read_f32(&ctx, o).unwrap();
-            assert_eq!(got.len(), w.len(), "{name} output {k}: length");
-            for (i, (&g, &c)) in got.iter().zip(w).enumerate() {
-                let ok = (g.is_nan() && c.is_nan()) || g == c || (g - c).abs() <= tol * (1.0 + c.abs());
-                assert!(ok, "{name} (staged {staged}) output {k}[{i}]: cuda {g} vs cpu {c}");
-            }
-        }
-    }
-    println!("ok: {name}");
+    super::on_cuda::check_on_cuda_variants(name, tol, build, |gpu| {
+        [true, false].map(|staged| (format!(" (staged {staged})"), gpu.clone().with_staged_mmvq(staged))).to_vec()
+    });
 }
 
 /// A stack of `e` experts `[k, m]` of type `wt`, uniform in `[-1, 1)`;

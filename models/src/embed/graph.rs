@@ -7,7 +7,7 @@
 use rgml::{Backend, Context, DType, Graph, Plan, Result, TensorId};
 
 use crate::model::kv::causal_mask;
-use crate::transformer::blocks::{Block, KvSpan};
+use crate::transformer::blocks::{embed_tokens, Block};
 use crate::transformer::encoder::{EncoderGlobals, EncoderHparams, EncoderLayer};
 use crate::transformer::encoder_blocks::EncoderBlock;
 use crate::transformer::hparams::Hparams;
@@ -84,25 +84,8 @@ impl Step {
                 x
             }
             Net::Decoder { arch, hp, g, layers, .. } => {
-                let mut x = c.get_rows(g.tok_embd, tokens)?;
-                if let Some(s) = hp.embd_scale {
-                    x = c.scale(x, s)?;
-                }
-                let mut b = Block {
-                    c: &mut *c,
-                    hp: hp.as_ref(),
-                    pos,
-                    cells: pos,
-                    kv: KvSpan { first_cell: 0, stream_cells: n, streams: 1 },
-                    mask,
-                    mask_swa,
-                    n_tokens: nt,
-                    n_kv: nt,
-                    last_only: false,
-                    fused: false,
-                    cached: false,
-                    adapters: None,
-                };
+                let mut x = embed_tokens(c, hp, g, tokens)?;
+                let mut b = Block::uncached(&mut *c, hp.as_ref(), pos, (mask, mask_swa), n, None);
                 for l in layers {
                     x = (arch.block)(&mut b, l, x)?;
                 }

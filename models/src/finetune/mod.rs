@@ -22,7 +22,7 @@ use rgml::grad::optim::AdamW;
 use rgml::{load_gguf, Backend, BackendStorage, Context, CpuBackend, DType, Error, Graph, Result, TensorId};
 
 use crate::model::kv;
-use crate::transformer::blocks::{embed_tokens, Adapters, Block, KvSpan};
+use crate::transformer::blocks::{embed_tokens, Adapters, Block};
 use crate::transformer::hparams::Hparams;
 use crate::transformer::weights::Loader;
 use params::Trained;
@@ -147,23 +147,9 @@ impl<B: Backend> Finetuner<B> {
             trained = params::lora(&mut ctx, &w, &layers, rank, scale, opts.seed, &mut adapters)?;
         }
         let inputs = Self::inputs(&mut ctx, &hp, n)?;
-        let (nt, ni) = (n as i64, &inputs);
+        let ni = &inputs;
         let mut x = embed_tokens(&ctx, &hp, &globals, ni.tokens)?;
-        let mut b = Block {
-            c: &mut ctx,
-            hp: &hp,
-            pos: ni.pos,
-            cells: ni.pos,
-            kv: KvSpan { first_cell: 0, stream_cells: n, streams: 1 },
-            mask: ni.mask,
-            mask_swa: ni.mask_swa,
-            n_tokens: nt,
-            n_kv: nt,
-            last_only: false,
-            fused: false,
-            cached: false,
-            adapters: Some(&adapters),
-        };
+        let mut b = Block::uncached(&mut ctx, &hp, ni.pos, (ni.mask, ni.mask_swa), n, Some(&adapters));
         for l in &layers {
             x = (arch.block)(&mut b, l, x)?;
         }

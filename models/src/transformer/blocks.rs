@@ -60,6 +60,37 @@ pub(crate) struct Block<'a> {
     pub adapters: Option<&'a Adapters>,
 }
 
+impl<'a> Block<'a> {
+    /// A block over a batch's own keys and values, no cache (a training or an
+    /// embedding graph): every position computed, attention unfused (every op
+    /// differentiable), `mask` (and `mask_swa` for windowed layers) `[n, n]`.
+    pub fn uncached(
+        c: &'a mut Context,
+        hp: &'a Hparams,
+        pos: TensorId,
+        masks: (TensorId, Option<TensorId>),
+        n_tokens: usize,
+        adapters: Option<&'a Adapters>,
+    ) -> Block<'a> {
+        let nt = n_tokens as i64;
+        Block {
+            c,
+            hp,
+            pos,
+            cells: pos,
+            kv: KvSpan { first_cell: 0, stream_cells: n_tokens, streams: 1 },
+            mask: masks.0,
+            mask_swa: masks.1,
+            n_tokens: nt,
+            n_kv: nt,
+            last_only: false,
+            fused: false,
+            cached: false,
+            adapters,
+        }
+    }
+}
+
 impl Block<'_> {
     /// RMS norm of `x`'s rows, times the weight `w` (one fused op).
     pub fn norm(&self, x: TensorId, w: TensorId) -> Result<TensorId> {

@@ -18,10 +18,13 @@ impl Block<'_> {
         let (e, nt, n_used) = (self.hp.n_embd as i64, self.c.layout(h)?.ne[1], m.n_used as i64);
         let (picked, weights) = self.route(x, h, nt, &m)?;
         let h3 = self.c.reshape(h, &[e, 1, nt])?;
-        let gate = self.expert_bias(self.c.mul_mat_id(x.gate, h3, picked)?, x.b_gate, picked)?;
-        let up = self.expert_bias(self.c.mul_mat_id(x.up, h3, picked)?, x.b_up, picked)?;
+        // the picks as one packed row of ids, made once for every expert bias
+        let has_bias = x.b_gate.is_some() || x.b_up.is_some() || x.b_down.is_some();
+        let flat = if has_bias { Some(self.c.cont_reshape(picked, &[n_used * nt])?) } else { None };
+        let gate = self.expert_bias(self.c.mul_mat_id(x.gate, h3, picked)?, x.b_gate, flat)?;
+        let up = self.expert_bias(self.c.mul_mat_id(x.up, h3, picked)?, x.b_up, flat)?;
         let act = self.c.glu_split(glu, gate, up)?;
-        let out = self.expert_bias(self.c.mul_mat_id(x.down, act, picked)?, x.b_down, picked)?;
+        let out = self.expert_bias(self.c.mul_mat_id(x.down, act, picked)?, x.b_down, flat)?;
         // [n_embd, n_used, n_tokens] weighted, then the slots summed in order
         let out = self.c.mul(out, weights)?;
         let l = self.c.layout(out)?;
@@ -65,11 +68,10 @@ impl Block<'_> {
     }
 
     /// `y` (`[width, n_used, n_tokens]`) plus each picked expert's bias row, if the
-    /// experts have biases (`[width, n_expert]`).
-    fn expert_bias(&self, y: TensorId, bias: Option<TensorId>, picked: TensorId) -> Result<TensorId> {
-        let Some(bias) = bias else { return Ok(y) };
+    /// experts have biases (`[width, n_expert]`); `flat` is the picks as one row.
+    fn expert_bias(&self, y: TensorId, bias: Option<TensorId>, flat: Option<TensorId>) -> Result<TensorId> {
+        let (Some(bias), Some(ids)) = (bias, flat) else { return Ok(y) };
         let ne = self.c.layout(y)?.ne;
-        let ids = self.c.cont_reshape(picked, &[ne[1] * ne[2]])?;
         let rows = self.c.reshape(self.c.get_rows(bias, ids)?, &[ne[0], ne[1], ne[2]])?;
         self.c.add(y, rows)
     }
