@@ -100,6 +100,9 @@ def main():
         yield "H2D", "torch host.to(device) 64 MiB f32 (pageable)", lambda: h.to(dev), h.numel() * 4
         hp = h.pin_memory()
         yield "H2D-pinned", "torch host.to(device) 64 MiB f32 (pinned)", lambda: hp.to(dev, non_blocking=True), h.numel() * 4
+        d = h.to(dev)
+        yield "D2H", "torch d.to('cpu') 64 MiB f32 (pageable)", lambda: d.to("cpu"), h.numel() * 4
+        yield "D2H-pinned", "torch hp.copy_(d) 64 MiB f32 (pinned)", lambda: hp.copy_(d, non_blocking=True), h.numel() * 4
         x = torch.rand(n, n, device=dev, dtype=torch.float32)
         yield "W1", f"torch x.t().contiguous() {n}x{n} f32", lambda: x.t().contiguous(), 2 * n * n * 4
         row = torch.rand(1, n, device=dev, dtype=torch.float32)

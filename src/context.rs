@@ -58,6 +58,9 @@ struct StorageHistory {
 pub struct Context {
     id: u32,
     no_alloc: bool,
+    /// Binary ops promote their operands' types (PyTorch's rule) instead of
+    /// taking the first's (ggml's); see [`Context::promote`].
+    promote: bool,
     /// Append-only: a node is added through `&self` while references to
     /// earlier headers are held (their addresses never move).
     entries: boxcar::Vec<Entry>,
@@ -98,6 +101,7 @@ impl Context {
         Context {
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             no_alloc: !alloc,
+            promote: false,
             entries: boxcar::Vec::new(),
             history: Mutex::new(HashMap::new()),
             cuts: Vec::new(),
@@ -155,6 +159,26 @@ impl Context {
     /// True when leaves get no host data.
     pub fn is_no_alloc(&self) -> bool {
         self.no_alloc
+    }
+    /// Turns type promotion on or off for the ops built from now on. Off (the
+    /// default), a binary op's result has its first operand's type and the
+    /// second is converted to it, as in ggml, on which llama.cpp's graphs
+    /// rely; on, the result has the two operands' promoted type
+    /// ([`DType::promote`], PyTorch's category rule): an operand of another
+    /// type is first `cast` to it (a priced copy in the graph), a quantized
+    /// or integer operand becomes float, and `scale` and the unary ops turn a
+    /// non-float operand into F32 first. Integer and F64 results are refused
+    /// ([`Error::Unsupported`]): rgml's arithmetic kernels compute in f32.
+    /// An in-place op keeps its destination's type and rounds into it, as
+    /// PyTorch's `a += b` does. [`crate::Graph::lint`] reports the mixed ops
+    /// built without promotion that round an operand.
+    pub fn promote(&mut self, on: bool) -> &mut Context {
+        self.promote = on;
+        self
+    }
+    /// True when ops built now promote types (see [`Context::promote`]).
+    pub fn promotes(&self) -> bool {
+        self.promote
     }
     /// Number of tensors.
     pub fn len(&self) -> usize {

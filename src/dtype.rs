@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+mod promote;
+pub use promote::Category;
+
 /// An element type. Quantized types store `block_size()` values in
 /// `type_size()` bytes; plain types have a block size of 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

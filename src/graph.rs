@@ -14,6 +14,10 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::TensorId;
 
+mod lint;
+mod transfers;
+pub use lint::LintWarning;
+
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Kind of an edge in [`Graph::dependencies`].
@@ -248,6 +252,10 @@ impl Graph {
             if t.op().is_metadata() {
                 style.push("dashed");
                 label.push_str("\\nview");
+            }
+            if let Some(to) = t.op().transfer_to() {
+                style.push("bold");
+                label.push_str(&format!("\\n-> {to}, {} B", l.nbytes()));
             }
             if t.writes_in_place() {
                 style.push("bold");

@@ -13,9 +13,9 @@
 //! Rows (the names `scripts/torch_bench.py` uses too):
 //! - `copy`: the baseline, a device-to-device copy of an `n`×`n` f32 buffer
 //!   (1 GiB at n = 16384); GB/s counts read + write bytes.
-//! - `H2D`, `H2D-pinned`: the seeds' `.to(device)`, 64 MiB copied from
-//!   pageable host memory and from pinned memory to the device; GB/s of the
-//!   bytes moved and the ratio to the device copy (information: PCIe is the
+//! - `H2D`, `H2D-pinned`, `D2H`, `D2H-pinned`: the seeds' `.to(device)` and
+//!   back, 64 MiB copied from pageable host memory and from pinned memory to
+//!   the device, and from the device into each; GB/s of the bytes moved and the ratio to the device copy (information: PCIe is the
 //!   bound, not HBM).
 //! - `W1` `cont(transpose(x))`, `W2b` add of a broadcast row, `W3` inplace
 //!   mul, `W7` cpy f32→f16, all `n`×`n` f32: GB/s of read + write bytes and
@@ -217,14 +217,14 @@ pub fn run(
     };
     each(&first);
     let mut out = Outcome { rows: vec![first], failed: Vec::new() };
-    for pinned in [false, true] {
-        match host_to_device(&be, pinned, reps, copy) {
+    for (to_device, pinned) in [(true, false), (true, true), (false, false), (false, true)] {
+        match host_device_copy(&be, to_device, pinned, reps, copy) {
             Ok(r) => {
                 each(&r);
                 out.rows.push(r);
             }
             Err(e) => {
-                let name = if pinned { "H2D-pinned" } else { "H2D" };
+                let name = transfer_name(to_device, pinned);
                 fail(name, &e);
                 out.failed.push((name.into(), e));
             }
@@ -245,34 +245,54 @@ pub fn run(
     Ok(out)
 }
 
-/// Bytes of the host-to-device rows.
+/// Bytes of the host-device rows.
 const H2D_BYTES: usize = 64 << 20;
 
-/// The `H2D` row (pageable host memory) or `H2D-pinned`: one synchronized
-/// host-to-device copy of [`H2D_BYTES`], against the device copy's `copy` GB/s.
-fn host_to_device(be: &CudaBackend, pinned: bool, reps: usize, copy: f64) -> Result<Row, String> {
+/// The name of a host-device row.
+fn transfer_name(to_device: bool, pinned: bool) -> &'static str {
+    match (to_device, pinned) {
+        (true, false) => "H2D",
+        (true, true) => "H2D-pinned",
+        (false, false) => "D2H",
+        (false, true) => "D2H-pinned",
+    }
+}
+
+/// The `H2D`/`D2H` rows (pageable host memory) or `H2D-pinned`/`D2H-pinned`:
+/// one synchronized copy of [`H2D_BYTES`] to or from the device, against the
+/// device copy's `copy` GB/s.
+fn host_device_copy(be: &CudaBackend, to_device: bool, pinned: bool, reps: usize, copy: f64) -> Result<Row, String> {
     let s = be.stream().clone();
-    let err = |e: cudarc::driver::DriverError| format!("host-to-device copy: {e:?}");
-    let mut dst = s.alloc_zeros::<u8>(H2D_BYTES).map_err(err)?;
-    let host = vec![1u8; H2D_BYTES];
+    let dir = if to_device { "host-to-device" } else { "device-to-host" };
+    let err = |e: cudarc::driver::DriverError| format!("{dir} copy: {e:?}");
+    let mut dev = s.alloc_zeros::<u8>(H2D_BYTES).map_err(err)?;
+    let mut host = vec![1u8; H2D_BYTES];
     let median_s = if pinned {
         let mut pin = be.pinned_zeroed(H2D_BYTES).map_err(|e| e.to_string())?;
         pin.as_mut_slice().map_err(err)?.copy_from_slice(&host);
         time(reps, || {
-            s.memcpy_htod(&pin, &mut dst)?;
+            if to_device {
+                s.memcpy_htod(&pin, &mut dev)?;
+            } else {
+                s.memcpy_dtoh(&dev, &mut pin)?;
+            }
             s.synchronize()
         })
     } else {
         time(reps, || {
-            s.memcpy_htod(&host, &mut dst)?;
+            if to_device {
+                s.memcpy_htod(&host, &mut dev)?;
+            } else {
+                s.memcpy_dtoh(&dev, &mut host)?;
+            }
             s.synchronize()
         })
     }
     .map_err(err)?;
     let gbps = H2D_BYTES as f64 / median_s / 1e9;
     Ok(Row {
-        name: if pinned { "H2D-pinned" } else { "H2D" }.into(),
-        what: format!("host-to-device copy {} MiB ({})", H2D_BYTES >> 20, if pinned { "pinned" } else { "pageable" }),
+        name: transfer_name(to_device, pinned).into(),
+        what: format!("{dir} copy {} MiB ({})", H2D_BYTES >> 20, if pinned { "pinned" } else { "pageable" }),
         threads: 0,
         median_s,
         bytes: H2D_BYTES as u64,
@@ -328,7 +348,7 @@ mod tests {
         assert_eq!(names, want);
         let script =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/torch_bench.py")).unwrap();
-        for n in ["copy", "H2D", "H2D-pinned", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
+        for n in ["copy", "H2D", "H2D-pinned", "D2H", "D2H-pinned", "W1", "W2b", "W3", "W7", "MM-", "MV-q4_0-"] {
             assert!(script.contains(&format!("\"{n}")), "torch_bench.py has no row {n}");
         }
     }

@@ -1,9 +1,10 @@
 //! `rgml plan`: for each built-in graph, the naive sum of its buffers, the
-//! planned buffer and the lower bound, plus how long planning took.
+//! planned buffer and the lower bound, plus how long planning took, and the
+//! copies between devices the graph asks for (`to_device` nodes) with their bytes.
 
 use std::time::Instant;
 
-use rgml::{Allocator, Context, CpuRules, Graph, PlanStats};
+use rgml::{Allocator, Context, CpuRules, Device, Graph, PlanStats, Transfer};
 
 use rgml_models::mlp::Mlp;
 
@@ -17,6 +18,8 @@ pub struct Report {
     pub nodes: usize,
     /// Seconds to plan it.
     pub plan_s: f64,
+    /// Its transfer nodes, priced.
+    pub transfers: Vec<Transfer>,
 }
 
 impl std::fmt::Display for Report {
@@ -31,7 +34,11 @@ impl std::fmt::Display for Report {
             self.nodes,
             self.plan_s * 1e3,
             self.stats.external
-        )
+        )?;
+        for t in &self.transfers {
+            write!(f, "\n  transfer: {t}")?;
+        }
+        Ok(())
     }
 }
 
@@ -41,7 +48,8 @@ fn report(name: String, ctx: &Context, graph: &Graph) -> Result<Report, String> 
     let plan = alloc.plan(ctx, graph).map_err(|e| e.to_string())?;
     let plan_s = t.elapsed().as_secs_f64();
     plan.verify(ctx, graph, &CpuRules).map_err(|e| e.to_string())?;
-    Ok(Report { name, stats: plan.stats(), nodes: graph.nodes().len(), plan_s })
+    let transfers = graph.transfers(ctx).map_err(|e| e.to_string())?;
+    Ok(Report { name, stats: plan.stats(), nodes: graph.nodes().len(), plan_s, transfers })
 }
 
 /// The MLP of 4096 → 4096 → 4096 on `n` tokens.
@@ -107,7 +115,22 @@ pub fn train_step(n: i64) -> Result<(Report, String), String> {
     Ok((step, note))
 }
 
+/// The seeds' `.to("cuda")`: a 4096×4096 F32 tensor (64 MiB) moved to the
+/// GPU, scaled there and moved back (shapes only: planned, not run).
+pub fn round_trip() -> Result<Report, String> {
+    let e = |e: rgml::Error| e.to_string();
+    let mut ctx = Context::new_no_alloc();
+    let x = ctx.new_tensor(rgml::DType::F32, &[4096, 4096]).map_err(e)?;
+    ctx.set_input(x).map_err(e)?;
+    let on_gpu = ctx.to_device(x, Device::Cuda(0)).map_err(e)?;
+    let y = ctx.scale(on_gpu, 2.0).map_err(e)?;
+    let back = ctx.to_device(y, Device::Cpu).map_err(e)?;
+    ctx.set_output(back).map_err(e)?;
+    let graph = Graph::build(&ctx, &[back]).map_err(e)?;
+    report("64 MiB to cuda:0, scaled, back".into(), &ctx, &graph)
+}
+
 /// Every built-in graph.
 pub fn all() -> Result<Vec<Report>, String> {
-    Ok(vec![mlp(32)?, mlp(512)?, chain(100_000)?])
+    Ok(vec![mlp(32)?, mlp(512)?, chain(100_000)?, round_trip()?])
 }

@@ -159,6 +159,13 @@ impl Backend for AnyBackend {
             AnyBackend::Split(b) => b.describe(),
         }
     }
+    fn device(&self) -> crate::device::Device {
+        match self {
+            AnyBackend::Cpu(b) => b.device(),
+            AnyBackend::Cuda(b) => b.device(),
+            AnyBackend::Split(b) => b.device(),
+        }
+    }
     fn supports(&self, op: &str) -> bool {
         match self {
             AnyBackend::Cpu(b) => b.supports(op),

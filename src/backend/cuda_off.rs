@@ -52,6 +52,9 @@ impl Backend for CudaBackend {
     fn describe(&self) -> String {
         match *self {}
     }
+    fn device(&self) -> crate::device::Device {
+        match *self {}
+    }
     fn alloc(&self, _: &Context, _: &Graph, _: Plan) -> Result<CudaStorage> {
         match *self {}
     }

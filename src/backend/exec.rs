@@ -404,7 +404,9 @@ fn put<T>(at: &mut Vec<u32>, v: &mut Vec<T>, id: TensorId, b: T) {
 fn node<K: Kernels>(k: &mut K, op: &Op, dst: K::Dst, src: &impl Fn(TensorId) -> Result<K::Src>) -> Result<()> {
     let opt = |id: Option<TensorId>| id.map(src).transpose();
     match *op {
-        Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } => k.copy(op.name(), dst, src(a)?),
+        Op::Cont { src: a } | Op::Dup { src: a } | Op::Cpy { src: a, .. } | Op::Transfer { src: a, .. } => {
+            k.copy(op.name(), dst, src(a)?)
+        }
         Op::Binary { op, a, b } => k.binary(op, dst, src(a)?, src(b)?),
         Op::Scale { a, s } => k.scale(s, dst, src(a)?),
         Op::Unary { op, a } => k.unary(op, dst, src(a)?),

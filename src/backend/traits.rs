@@ -26,6 +26,11 @@ pub trait Backend {
     fn rules(&self) -> Self::Rules;
     /// A short description of the device ("cpu (4 threads)", "cuda #0 …").
     fn describe(&self) -> String;
+    /// The memory this backend computes in (a split run sends a
+    /// [`Context::to_device`] node to the backend of its device).
+    fn device(&self) -> crate::device::Device {
+        crate::device::Device::Cpu
+    }
     /// Whether this backend has a kernel for the op named `op` ([`Op::name`](crate::Op::name));
     /// a model builds its graphs around the ops a backend lacks (every backend
     /// has every op today; [`Backend::supports_node`] also sees the types).

@@ -65,6 +65,15 @@ pub enum Op {
         /// The copied tensor.
         src: TensorId,
     },
+    /// Copy of `src` into a new contiguous tensor on device `to` (the seeds'
+    /// `.to(device)`): a split run computes it on the backend of `to`; a
+    /// single backend, whose memory is the only one, runs it as `cont`.
+    Transfer {
+        /// The moved tensor.
+        src: TensorId,
+        /// Where its copy lives.
+        to: crate::device::Device,
+    },
     /// Elementwise `a op b`, `b` broadcast by tiling.
     Binary {
         /// The function.
@@ -295,6 +304,7 @@ impl Op {
             Op::Cont { .. } => "cont",
             Op::Cpy { .. } => "cpy",
             Op::Dup { .. } => "dup",
+            Op::Transfer { .. } => "transfer",
             Op::Binary { op, .. } => op.name(),
             Op::Scale { .. } => "scale",
             Op::Unary { op, .. } => op.name(),
@@ -332,6 +342,7 @@ impl Op {
             | Op::Permute { src, .. }
             | Op::Expand { src }
             | Op::Cont { src }
+            | Op::Transfer { src, .. }
             | Op::Dup { src } => vec![src],
             Op::Cpy { src, dst } => vec![src, dst],
             Op::Scale { a, .. }
@@ -364,6 +375,16 @@ impl Op {
         }
     }
 
+    /// The operands of another type than the result that it combines element
+    /// by element in its own type (the binary ops: a GLU's halves have one
+    /// type): where an operand of a wider type is rounded ([`crate::Graph::lint`]).
+    pub fn elementwise_operands(&self) -> Vec<TensorId> {
+        match *self {
+            Op::Binary { a, b, .. } => vec![a, b],
+            _ => vec![],
+        }
+    }
+
     /// True for a leaf (no producing op).
     pub fn is_leaf(&self) -> bool {
         matches!(self, Op::Leaf)
@@ -381,7 +402,15 @@ impl Op {
     /// converted to the destination's type (`cont`, `dup`, `cpy`, `set_rows`),
     /// so a quantized destination needs a quantizer.
     pub fn is_copy(&self) -> bool {
-        matches!(self, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. } | Op::SetRows { .. })
+        matches!(self, Op::Cont { .. } | Op::Dup { .. } | Op::Cpy { .. } | Op::SetRows { .. } | Op::Transfer { .. })
+    }
+
+    /// The device a transfer node puts its copy on (`None` for other ops).
+    pub fn transfer_to(&self) -> Option<crate::device::Device> {
+        match *self {
+            Op::Transfer { to, .. } => Some(to),
+            _ => None,
+        }
     }
 
     /// The keys of an attention node (`flash_attn_ext`), whose type decides

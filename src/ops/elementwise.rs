@@ -9,8 +9,10 @@ use crate::tensor::{BinaryOp, Op, TensorId, UnaryOp};
 
 impl Context {
     /// `a op b` with `b` tiled over `a`: in every dim `a.ne[i] % b.ne[i] == 0`,
-    /// and `b` is read at index `i % b.ne[i]`. The result has `a`'s shape and type.
+    /// and `b` is read at index `i % b.ne[i]`. The result has `a`'s shape and
+    /// type, or with [`Context::promote`] on the two types' promoted one.
     pub fn binary(&self, op: BinaryOp, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId> {
+        let (a, b) = self.promoted_pair(op.name(), a, b, inplace)?;
         let la = self.require_float(op.name(), a)?;
         let lb = self.require_float(op.name(), b)?;
         if !lb.can_repeat(&la) {
@@ -63,6 +65,7 @@ impl Context {
 
     /// `a * s`.
     pub fn scale(&self, a: TensorId, s: f32) -> Result<TensorId> {
+        let a = self.promoted_single(a, false)?;
         let l = self.require_float("scale", a)?;
         self.new_result(Op::Scale { a, s }, l.dtype, l.ne)
     }
@@ -74,6 +77,7 @@ impl Context {
 
     /// `f(a)` elementwise.
     pub fn unary(&self, op: UnaryOp, a: TensorId, inplace: bool) -> Result<TensorId> {
+        let a = self.promoted_single(a, inplace)?;
         let l = self.require_float(op.name(), a)?;
         if inplace {
             self.in_place_result(Op::Unary { op, a }, a)

@@ -12,12 +12,14 @@ mod glu;
 mod grad_node;
 mod matmul;
 mod norm;
+mod promote;
 mod reduce;
 mod rope;
 mod rows;
 mod shape;
 mod softmax;
 mod sort;
+mod transfer;
 mod view;
 
 use crate::context::Context;

@@ -261,6 +261,9 @@ impl Backend for CudaBackend {
     fn describe(&self) -> String {
         format!("cuda #{} ({}, {})", self.ordinal(), self.name(), self.arch())
     }
+    fn device(&self) -> crate::device::Device {
+        crate::device::Device::Cuda(self.ordinal() as u32)
+    }
     fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
         super::run::node_types_ok(ctx, id).is_ok()
     }

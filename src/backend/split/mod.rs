@@ -95,6 +95,10 @@ impl<B: Backend> Backend for SplitBackend<B> {
     fn rules(&self) -> B::Rules {
         self.inner.backends[0].rules()
     }
+    /// The first backend's (where nodes go by default).
+    fn device(&self) -> crate::device::Device {
+        self.inner.backends[0].device()
+    }
     fn describe(&self) -> String {
         let all: Vec<String> = self.inner.backends.iter().map(Backend::describe).collect();
         format!("split: {}", all.join(" + "))

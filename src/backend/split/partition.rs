@@ -52,7 +52,8 @@ pub(crate) struct Partition {
     pub(crate) owners: IdMap<usize>,
 }
 
-/// The backend of each compute node of `graph`, in order: the home of the
+/// The backend of each compute node of `graph`, in order: for a transfer
+/// node the backend of its device; else the home of the
 /// first leaf it reads or writes that has one (weights pull their products,
 /// a cache its writes), else that of the root it writes in place, else that
 /// wanted by the node before it (the first: backend 0); a backend that cannot
@@ -64,6 +65,15 @@ fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafH
     for &id in graph.nodes() {
         let t = ctx.tensor(id)?;
         if !t.op().is_compute() {
+            continue;
+        }
+        if let Some(to) = t.op().transfer_to() {
+            // a transfer runs where its copy lives, and what follows goes with it
+            let b = backends.iter().position(|b| b.device() == to).ok_or_else(|| {
+                Error::Invalid(format!("{} moves to {to}, and no backend of the split computes there", ctx.label(id)))
+            })?;
+            out.push((id, b));
+            prev = b;
             continue;
         }
         let mut want = None;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::partition::{partition, LeafHome, Partition};
 use crate::backend::traits::{Backend, BackendStorage};
 use crate::context::Context;
+use crate::device::Transfer;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::id::IdMap;
@@ -35,8 +36,8 @@ pub struct SplitStorage<B: Backend> {
     /// Root → the backend holding its latest bytes (what one part writes and
     /// another may read, written leaves).
     holder: IdMap<usize>,
-    /// Bytes copied between backends by the last compute.
-    crossed: usize,
+    /// The copies between backends of the last compute.
+    crossed: Vec<Transfer>,
 }
 
 impl<B: Backend> std::fmt::Debug for SplitStorage<B> {
@@ -61,7 +62,7 @@ impl<B: Backend> SplitStorage<B> {
             kept: Vec::new(),
             slots,
             holder: IdMap::default(),
-            crossed: 0,
+            crossed: Vec::new(),
         };
         st.bind(ctx, current)?;
         Ok(st)
@@ -79,7 +80,13 @@ impl<B: Backend> SplitStorage<B> {
     /// Bytes copied between backends by the last compute (the roots a part
     /// reads or writes whose latest bytes another backend held).
     pub fn crossing_bytes(&self) -> usize {
-        self.crossed
+        self.crossed.iter().map(|t| t.bytes as usize).sum()
+    }
+    /// The copies between backends of the last compute, in order: each root
+    /// copied in before a part, with its bytes and devices (staged through
+    /// pageable host memory).
+    pub fn transfers(&self) -> &[Transfer] {
+        &self.crossed
     }
 
     /// Binds each backend's storage to its stage of `p` (made or rebound),
@@ -140,7 +147,7 @@ impl<B: Backend> SplitStorage<B> {
             )));
         }
         let current = self.current.clone();
-        self.crossed = 0;
+        self.crossed.clear();
         for part in &current.parts {
             let b = part.backend;
             for &r in &part.receive {
@@ -149,7 +156,8 @@ impl<B: Backend> SplitStorage<B> {
                     Some(&h) => {
                         let bytes = self.slot(h)?.read_bytes(ctx, r)?;
                         self.slot_mut(b)?.set_bytes(ctx, r, &bytes)?;
-                        self.crossed += bytes.len();
+                        let (from, to) = (inner.backends[h].device(), inner.backends[b].device());
+                        self.crossed.push(Transfer { tensor: r, bytes: bytes.len() as u64, from, to, pinned: false });
                     }
                     None => return Err(Error::internal(format!("no backend holds {}", ctx.label(r)))),
                 }

@@ -245,3 +245,94 @@ fn a_root_written_in_place_elsewhere_comes_back_to_its_backend() {
         sb.compute(&ctx, &graph, &mut st).unwrap();
     }
 }
+
+/// A CPU backend that says its memory is `device` (a stand-in for a GPU:
+/// the same kernels, so a split across it gives the single backend's bits).
+struct Tagged(CpuBackend, crate::Device);
+
+impl Backend for Tagged {
+    type Storage = crate::CpuStorage;
+    type Rules = crate::CpuRules;
+    fn rules(&self) -> crate::CpuRules {
+        self.0.rules()
+    }
+    fn describe(&self) -> String {
+        format!("{} as {}", self.0.describe(), self.1)
+    }
+    fn device(&self) -> crate::Device {
+        self.1
+    }
+    fn alloc(&self, ctx: &Context, graph: &Graph, plan: crate::Plan) -> crate::Result<crate::CpuStorage> {
+        self.0.alloc(ctx, graph, plan)
+    }
+    fn alloc_with_capacity(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        plan: crate::Plan,
+        capacity: usize,
+    ) -> crate::Result<crate::CpuStorage> {
+        self.0.alloc_with_capacity(ctx, graph, plan, capacity)
+    }
+    fn compute_steps(
+        &self,
+        ctx: &Context,
+        graph: &Graph,
+        storage: &mut crate::CpuStorage,
+        steps: std::ops::Range<usize>,
+    ) -> crate::Result<()> {
+        self.0.compute_steps(ctx, graph, storage, steps)
+    }
+}
+
+#[test]
+fn transfer_nodes_place_what_follows_them_and_price_the_crossings() {
+    use crate::Device;
+    let mut ctx = Context::new();
+    let x = weight(&mut ctx, "x", &[16, 3], 1);
+    let w = weight(&mut ctx, "w", &[16, 8], 2);
+    let xd = ctx.to_device(x, Device::Cuda(0)).unwrap(); // moves to backend 0
+    let h = ctx.mul_mat(w, xd).unwrap(); // follows it
+    let s = ctx.silu(h).unwrap();
+    let back = ctx.to_device(s, Device::Cpu).unwrap(); // back to backend 1
+    let y = ctx.scale(back, 2.0).unwrap();
+    ctx.set_output(y).unwrap();
+    let graph = Graph::build(&ctx, &[y]).unwrap();
+
+    // what the graph asks for, before any backend is chosen
+    let asked = graph.transfers(&ctx).unwrap();
+    let summary: Vec<_> = asked.iter().map(|t| (t.tensor, t.bytes, t.from, t.to, t.direction())).collect();
+    assert_eq!(
+        summary,
+        [(xd, 16 * 3 * 4, Device::Cpu, Device::Cuda(0), "h2d"), (back, 8 * 3 * 4, Device::Cuda(0), Device::Cpu, "d2h")]
+    );
+    assert!(asked[0].to_string().starts_with("h2d 192 B cpu→cuda:0"), "{}", asked[0]);
+    assert!(graph.to_dot(&ctx, None).unwrap().contains("-> cuda:0, 192 B"));
+
+    // the backends listed CPU first: without the transfers everything would stay on it
+    let sb = SplitBackend::new(vec![
+        Tagged(CpuBackend::new(1).unwrap(), Device::Cpu),
+        Tagged(CpuBackend::new(1).unwrap(), Device::Cuda(0)),
+    ])
+    .unwrap();
+    let st = sb.run(&ctx, &graph).unwrap();
+    assert_eq!(st.parts(), [(1, 3), (0, 2)], "{st:?}");
+    let one = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+    assert_eq!(st.read_f32(&ctx, y).unwrap(), one.read_f32(&ctx, y).unwrap());
+    // the one crossing a part needs: the silu result, copied to the CPU for
+    // the d2h node (x is a leaf every backend reads from the host)
+    let crossed: Vec<_> = st.transfers().iter().map(|t| (t.tensor, t.bytes, t.from, t.to)).collect();
+    assert_eq!(crossed, [(s, 8 * 3 * 4, Device::Cuda(0), Device::Cpu)]);
+    assert_eq!(st.crossing_bytes(), 8 * 3 * 4);
+
+    // a device no backend computes on is refused by name
+    let mut ctx = Context::new();
+    let x = weight(&mut ctx, "x", &[4], 1);
+    let xd = ctx.to_device(x, Device::Cuda(3)).unwrap();
+    let graph = Graph::build(&ctx, &[xd]).unwrap();
+    let err = sb.run(&ctx, &graph).unwrap_err().to_string();
+    assert!(err.contains("cuda:3"), "{err}");
+    // a single backend runs a transfer as the copy it is
+    let st = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+    assert_eq!(st.read_f32(&ctx, xd).unwrap(), ctx.data::<f32>(x).unwrap());
+}

@@ -1,0 +1,45 @@
+//! [`Graph::transfers`]: the copies between memories a graph asks for, with
+//! their price, where each tensor lives by the rule PyTorch's users know: a
+//! leaf's data is in host memory, a `to_device` node's copy on its device,
+//! and any other result where its first computed operand is (host memory
+//! for a node of leaves alone).
+
+use super::Graph;
+use crate::context::Context;
+use crate::device::{Device, Transfer};
+use crate::error::Result;
+use crate::id::IdMap;
+
+impl Graph {
+    /// Every transfer node of the graph, in execution order, with the bytes
+    /// it moves and where from and to (see the module docs). `pinned` is
+    /// false: a split run stages crossings through pageable host memory.
+    ///
+    /// # Errors
+    /// A graph of another context.
+    pub fn transfers(&self, ctx: &Context) -> Result<Vec<Transfer>> {
+        self.check_context(ctx)?;
+        let mut at: IdMap<Device> = IdMap::default();
+        let mut out = Vec::new();
+        for &id in &self.nodes {
+            let t = ctx.tensor(id)?;
+            let mut from = Device::Cpu;
+            for &s in t.src() {
+                if let Some(&d) = at.get(&ctx.storage_root(s)?) {
+                    from = d;
+                    break;
+                }
+            }
+            let here = t.view_src().map_or(from, |r| at.get(&r).copied().unwrap_or(from));
+            let here = match t.op().transfer_to() {
+                Some(to) => {
+                    out.push(Transfer { tensor: id, bytes: t.layout().nbytes() as u64, from, to, pinned: false });
+                    to
+                }
+                None => here,
+            };
+            at.insert(id, here);
+        }
+        Ok(out)
+    }
+}
