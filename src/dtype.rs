@@ -3,8 +3,7 @@
 
 use std::fmt;
 
-mod promote;
-pub use promote::Category;
+pub mod promote;
 
 /// An element type. Quantized types store `block_size()` values in
 /// `type_size()` bytes; plain types have a block size of 1.

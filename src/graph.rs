@@ -14,9 +14,8 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::TensorId;
 
-mod lint;
+pub mod lint;
 mod transfers;
-pub use lint::LintWarning;
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 

@@ -66,7 +66,7 @@ fn leaf(ctx: &mut Context, dtype: DType, rows: usize, seed: usize, nonzero: bool
         .map(|i| {
             let k = ((i * 7 + seed * 13) % 17) as f32 - 8.0;
             let k = if nonzero && k == 0.0 { 5.0 } else { k };
-            if dtype.category() == rgml::dtype::Category::Int {
+            if dtype.category() == rgml::dtype::promote::Category::Int {
                 k
             } else {
                 k * 0.375
