@@ -102,7 +102,8 @@ fn fused_attention_runs_on_cuda_in_a_split() {
 fn a_node_cuda_cannot_run_goes_to_the_cpu() {
     let Some(gpu) = cuda() else { return };
     // Q4_K keys: the CUDA attention kernel lacks them, the CPU's has them; the
-    // attention runs on the CPU, the scale after it on CUDA
+    // attention runs on the CPU, and the scale after it, which has no home,
+    // stays where its operand is rather than copy it back to CUDA
     let mut ctx = Context::new();
     let mut rng = common::Rng(77);
     let (d, n_kv) = (256i64, 8i64);
@@ -118,6 +119,7 @@ fn a_node_cuda_cannot_run_goes_to_the_cpu() {
     let want = rgml::CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, z).unwrap();
     let sb = SplitBackend::new(vec![AnyBackend::Cuda(gpu), AnyBackend::cpu(1).unwrap()]).unwrap();
     let st = sb.run(&ctx, &g).unwrap();
-    assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [1, 0]);
+    assert_eq!(st.parts().iter().map(|p| p.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(st.crossing_bytes(), 0);
     assert_eq!(st.read_f32(&ctx, z).unwrap(), want);
 }

@@ -55,11 +55,15 @@ pub(crate) struct Partition {
 /// The backend of each compute node of `graph`, in order: for a transfer
 /// node the backend of its device; else the home of the
 /// first leaf it reads or writes that has one (weights pull their products,
-/// a cache its writes), else that of the root it writes in place, else that
-/// wanted by the node before it (the first: backend 0); a backend that cannot
-/// run the node hands it to the next one that can.
+/// a cache its writes), else that of the root it writes in place, else the
+/// one its computed operands would cost the fewest bytes to reach
+/// ([`cheapest`]; a tie goes to the backend the node before it wanted, the
+/// first node's being backend 0); a backend that cannot run the node hands
+/// it to the next one that can.
 fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafHome) -> Result<Vec<(TensorId, usize)>> {
     let mut of_root: IdMap<usize> = IdMap::default();
+    // the backend that last wrote each computed root: where its bytes are
+    let mut latest: IdMap<usize> = IdMap::default();
     let mut out = Vec::with_capacity(graph.nodes().len());
     let mut prev = 0;
     for &id in graph.nodes() {
@@ -73,6 +77,7 @@ fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafH
                 Error::Invalid(format!("{} moves to {to}, and no backend of the split computes there", ctx.label(id)))
             })?;
             out.push((id, b));
+            latest.insert(id, b);
             prev = b;
             continue;
         }
@@ -86,17 +91,48 @@ fn assign<B: Backend>(ctx: &Context, graph: &Graph, backends: &[B], home: &LeafH
                 }
             }
         }
-        let want = want.or_else(|| t.view_src().and_then(|r| of_root.get(&r).copied())).unwrap_or(prev);
+        let want = match want.or_else(|| t.view_src().and_then(|r| of_root.get(&r).copied())) {
+            Some(w) => w,
+            None => cheapest(ctx, t.src(), &latest, prev)?,
+        };
         let b =
             (want..backends.len()).chain(0..want).find(|&b| backends[b].supports_node(ctx, id)).ok_or_else(|| {
                 Error::Invalid(format!("no backend of the split runs {} ({})", ctx.label(id), t.op().name()))
             })?;
         of_root.entry(t.view_src().unwrap_or(id)).or_insert(b);
+        latest.insert(t.view_src().unwrap_or(id), b);
         out.push((id, b));
         // a node handed on does not take its successors along
         prev = want;
     }
     Ok(out)
+}
+
+/// The backend whose memory already holds most of the bytes of `operands`'
+/// computed roots (`latest`: where each was last written), so the fewest
+/// bytes cross to run the node there: the transfers' price deciding where a
+/// node with no home of its own runs. Leaves are not counted (a backend
+/// reads or uploads them once, not per run); a tie goes to `prev`.
+fn cheapest(ctx: &Context, operands: &[TensorId], latest: &IdMap<usize>, prev: usize) -> Result<usize> {
+    let mut held: Vec<(usize, u64)> = vec![(prev, 0)];
+    for &s in operands {
+        let r = ctx.storage_root(s)?;
+        if let Some(&b) = latest.get(&r) {
+            let bytes = ctx.layout(r)?.nbytes() as u64;
+            match held.iter_mut().find(|(x, _)| *x == b) {
+                Some(h) => h.1 += bytes,
+                None => held.push((b, bytes)),
+            }
+        }
+    }
+    // the first of the largest: `prev` unless another holds strictly more
+    let mut best = held[0];
+    for &h in &held[1..] {
+        if h.1 > best.1 {
+            best = h;
+        }
+    }
+    Ok(best.0)
 }
 
 /// The roots each run of nodes touches, computes and writes.

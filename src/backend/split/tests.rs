@@ -336,3 +336,24 @@ fn transfer_nodes_place_what_follows_them_and_price_the_crossings() {
     let st = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
     assert_eq!(st.read_f32(&ctx, xd).unwrap(), ctx.data::<f32>(x).unwrap());
 }
+
+#[test]
+fn a_node_without_a_home_runs_where_fewer_bytes_cross() {
+    let mut ctx = Context::new();
+    let x = weight(&mut ctx, "x", &[16, 3], 1);
+    let wb = weight(&mut ctx, "b.w", &[16, 64], 2);
+    let wa = weight(&mut ctx, "a.w", &[16, 8], 3);
+    let big = ctx.mul_mat(wb, x).unwrap(); // backend 1, 64 x 3 f32
+    let small = ctx.mul_mat(wa, x).unwrap(); // backend 0, 8 x 3
+                                             // reads both and has no home: the node before it ran on 0, but 1 holds more of its bytes
+    let both = ctx.concat(big, small, 0).unwrap();
+    let y = ctx.scale(both, 0.5).unwrap(); // follows it
+    ctx.set_output(y).unwrap();
+    let graph = Graph::build(&ctx, &[y]).unwrap();
+    let st = split().run(&ctx, &graph).unwrap();
+    assert_eq!(st.parts(), [(1, 1), (0, 1), (1, 2)], "{st:?}");
+    let crossed: Vec<_> = st.transfers().iter().map(|t| (t.tensor, t.bytes)).collect();
+    assert_eq!(crossed, [(small, 8 * 3 * 4)], "the small operand crosses, not the big one");
+    let one = CpuBackend::new(1).unwrap().run(&ctx, &graph).unwrap();
+    assert_eq!(st.read_f32(&ctx, y).unwrap(), one.read_f32(&ctx, y).unwrap());
+}
