@@ -4,7 +4,9 @@
 //! Each compute node gets a backend: the home of the leaf it reads (weights
 //! pull their products to where they live; a caller's [`LeafHome`] says
 //! where, by name for instance, as `--n-gpu-layers` does), else the backend
-//! the node before it wanted; a backend that cannot run a node
+//! holding most bytes of its computed operands (the fewest cross; a tie goes
+//! to the backend the node before it wanted); a `to_device` node
+//! ([`Context::to_device`]) runs on its device's backend; a backend that cannot run a node
 //! ([`Backend::supports_node`]) hands it to the next, and only it. Runs of consecutive
 //! nodes on one backend are parts; all the parts of one backend are one
 //! stage graph ([`Graph::part`]) with one plan and one storage on it, run a
