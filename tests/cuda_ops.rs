@@ -13,7 +13,10 @@ mod moe;
 mod on_cuda;
 use common::{cuda, leaf, Rng};
 use on_cuda::check_on_cuda as check;
-use rgml::{bf16, f16, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams, UnaryOp};
+use rgml::{
+    bf16, f16, Backend, BackendStorage, Context, CpuBackend, CudaBackend, DType, Error, GluOp, Graph, RopeParams,
+    UnaryOp,
+};
 
 #[test]
 fn new_is_unavailable_or_works_never_panics() {
@@ -622,4 +625,31 @@ fn gradient_ops_and_a_backward_graph() {
         let step = ctx.opt_step_adamw(w1, g1, m, v, hyper).unwrap();
         vec![loss, g2, step]
     });
+}
+
+/// `to_device` in a split of CUDA and the CPU: the product follows its input
+/// to the device and the scale comes back, the bits of the CPU's run, and the
+/// one crossing a part needs is priced with its devices.
+#[test]
+fn transfers_move_work_between_cuda_and_the_cpu() {
+    let Some(gpu) = cuda() else { return };
+    let mut ctx = Context::new();
+    let mut rng = Rng(9);
+    let x = leaf(&mut ctx, &mut rng, &[32, 4], 1.0);
+    let w = leaf(&mut ctx, &mut rng, &[32, 16], 1.0);
+    let on_gpu = ctx.to_device(x, rgml::Device::Cuda(0)).unwrap();
+    let h = ctx.mul_mat(w, on_gpu).unwrap();
+    let back = ctx.to_device(h, rgml::Device::Cpu).unwrap();
+    let y = ctx.scale(back, 0.5).unwrap();
+    ctx.set_output(y).unwrap();
+    let g = Graph::build(&ctx, &[y]).unwrap();
+    let want = CpuBackend::new(1).unwrap().run(&ctx, &g).unwrap().read_f32(&ctx, y).unwrap();
+    let sb = rgml::SplitBackend::new(vec![rgml::AnyBackend::cpu(1).unwrap(), rgml::AnyBackend::Cuda(gpu)]).unwrap();
+    let st = sb.run(&ctx, &g).unwrap();
+    assert_eq!(st.parts(), [(1, 2), (0, 2)]);
+    let got = st.read_f32(&ctx, y).unwrap();
+    let diff = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(diff <= 1e-5, "max abs diff {diff}");
+    let crossed: Vec<_> = st.transfers().iter().map(|t| (t.tensor, t.bytes, t.direction())).collect();
+    assert_eq!(crossed, [(h, 16 * 4 * 4, "d2h")]);
 }
