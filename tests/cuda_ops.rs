@@ -650,6 +650,7 @@ fn transfers_move_work_between_cuda_and_the_cpu() {
     let got = st.read_f32(&ctx, y).unwrap();
     let diff = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(diff <= 1e-5, "max abs diff {diff}");
-    let crossed: Vec<_> = st.transfers().iter().map(|t| (t.tensor, t.bytes, t.direction())).collect();
-    assert_eq!(crossed, [(h, 16 * 4 * 4, "d2h")]);
+    // staged through the CUDA backend's pinned memory
+    let crossed: Vec<_> = st.transfers().iter().map(|t| (t.tensor, t.bytes, t.direction(), t.pinned)).collect();
+    assert_eq!(crossed, [(h, 16 * 4 * 4, "d2h", true)]);
 }

@@ -79,6 +79,6 @@ fn cli_plan_reports_the_mlp() {
     assert!(run.status.success(), "{stdout}");
     assert!(stdout.contains("mlp n=32: naive 3145728 B, planned 1048576 B, lower bound 1048576 B"), "{stdout}");
     // the seeds' .to("cuda") and back: two priced transfer nodes of 64 MiB
-    assert!(stdout.contains("transfer: h2d 67108864 B cpu→cuda:0 (pageable)"), "{stdout}");
-    assert!(stdout.contains("transfer: d2h 67108864 B cuda:0→cpu (pageable)"), "{stdout}");
+    assert!(stdout.contains("transfer: h2d 67108864 B cpu→cuda:0 (pinned)"), "{stdout}");
+    assert!(stdout.contains("transfer: d2h 67108864 B cuda:0→cpu (pinned)"), "{stdout}");
 }

@@ -166,6 +166,13 @@ impl Backend for AnyBackend {
             AnyBackend::Split(b) => b.device(),
         }
     }
+    fn pinned_buffer(&self, bytes: usize) -> Option<Result<Box<dyn super::traits::PinnedBuffer>>> {
+        match self {
+            AnyBackend::Cpu(b) => b.pinned_buffer(bytes),
+            AnyBackend::Cuda(b) => b.pinned_buffer(bytes),
+            AnyBackend::Split(b) => b.pinned_buffer(bytes),
+        }
+    }
     fn supports(&self, op: &str) -> bool {
         match self {
             AnyBackend::Cpu(b) => b.supports(op),
@@ -259,5 +266,8 @@ impl BackendStorage for AnyStorage {
     }
     fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
         each!(self, s => BackendStorage::read_bytes(s, ctx, id))
+    }
+    fn read_bytes_into(&self, ctx: &Context, id: TensorId, out: &mut [u8]) -> Result<()> {
+        each!(self, s => BackendStorage::read_bytes_into(s, ctx, id, out))
     }
 }

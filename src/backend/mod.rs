@@ -37,7 +37,7 @@ mod traits;
 pub use any::{AnyBackend, AnyRules, AnyStorage};
 pub use profile::{OpKind, OpTime, Profile};
 pub use split::{LeafHome, SplitBackend, SplitStorage};
-pub use traits::{Backend, BackendStorage};
+pub use traits::{Backend, BackendStorage, PinnedBuffer};
 
 #[cfg(test)]
 mod tests;

@@ -31,6 +31,13 @@ pub trait Backend {
     fn device(&self) -> crate::device::Device {
         crate::device::Device::Cpu
     }
+    /// `bytes` of page-locked host memory its device copies to and from at
+    /// full speed (a split run stages its crossings there); `None` for a
+    /// backend without such memory (the CPU's is the host's).
+    fn pinned_buffer(&self, bytes: usize) -> Option<Result<Box<dyn PinnedBuffer>>> {
+        let _ = bytes;
+        None
+    }
     /// Whether this backend has a kernel for the op named `op` ([`Op::name`](crate::Op::name));
     /// a model builds its graphs around the ops a backend lacks (every backend
     /// has every op today; [`Backend::supports_node`] also sees the types).
@@ -135,4 +142,23 @@ pub trait BackendStorage {
     /// The raw bytes of a contiguous tensor `id` after the last compute
     /// ([`Error::NotContiguous`] otherwise).
     fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>>;
+    /// [`BackendStorage::read_bytes`] into `out`, which must be their size
+    /// ([`Error::DataSize`] otherwise): a copy into memory the caller keeps,
+    /// such as a [`PinnedBuffer`].
+    fn read_bytes_into(&self, ctx: &Context, id: TensorId, out: &mut [u8]) -> Result<()> {
+        let bytes = self.read_bytes(ctx, id)?;
+        if bytes.len() != out.len() {
+            return Err(Error::DataSize { name: ctx.label(id), expected: bytes.len(), found: out.len() });
+        }
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+}
+
+/// Page-locked host memory from a backend ([`Backend::pinned_buffer`]): its
+/// device copies to and from it by DMA, at the link's full speed, where
+/// pageable memory is staged by the driver first.
+pub trait PinnedBuffer: Send {
+    /// The bytes, once any copy into or out of them has finished.
+    fn bytes_mut(&mut self) -> Result<&mut [u8]>;
 }

@@ -12,8 +12,9 @@ use crate::id::IdMap;
 
 impl Graph {
     /// Every transfer node of the graph, in execution order, with the bytes
-    /// it moves and where from and to (see the module docs). `pinned` is
-    /// false: a split run stages crossings through pageable host memory.
+    /// it moves and where from and to (see the module docs). `pinned` says
+    /// how a split run would stage it: through pinned memory when either
+    /// side is a CUDA device (whose backend has some), else pageable.
     ///
     /// # Errors
     /// A graph of another context.
@@ -33,7 +34,8 @@ impl Graph {
             let here = t.view_src().map_or(from, |r| at.get(&r).copied().unwrap_or(from));
             let here = match t.op().transfer_to() {
                 Some(to) => {
-                    out.push(Transfer { tensor: id, bytes: t.layout().nbytes() as u64, from, to, pinned: false });
+                    let pinned = [from, to].iter().any(|d| matches!(d, Device::Cuda(_)));
+                    out.push(Transfer { tensor: id, bytes: t.layout().nbytes() as u64, from, to, pinned });
                     to
                 }
                 None => here,

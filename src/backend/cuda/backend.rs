@@ -264,6 +264,9 @@ impl Backend for CudaBackend {
     fn device(&self) -> crate::device::Device {
         crate::device::Device::Cuda(self.ordinal() as u32)
     }
+    fn pinned_buffer(&self, bytes: usize) -> Option<Result<Box<dyn crate::backend::traits::PinnedBuffer>>> {
+        Some(self.pinned_zeroed(bytes).map(|p| Box::new(Pinned(p)) as Box<dyn crate::backend::traits::PinnedBuffer>))
+    }
     fn supports_node(&self, ctx: &Context, id: TensorId) -> bool {
         super::run::node_types_ok(ctx, id).is_ok()
     }
@@ -308,5 +311,17 @@ impl BackendStorage for CudaStorage {
     }
     fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
         CudaStorage::read_bytes(self, ctx, id)
+    }
+    fn read_bytes_into(&self, ctx: &Context, id: TensorId, out: &mut [u8]) -> Result<()> {
+        CudaStorage::read_bytes_into(self, ctx, id, out)
+    }
+}
+
+/// A pinned host buffer of the device's context.
+struct Pinned(cudarc::driver::PinnedHostSlice<u8>);
+
+impl crate::backend::traits::PinnedBuffer for Pinned {
+    fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+        self.0.as_mut_slice().map_err(super::launch::cuda_err("pinned buffer"))
     }
 }

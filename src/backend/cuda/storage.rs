@@ -307,6 +307,30 @@ impl CudaStorage {
         self.dev.stream.clone_dtoh(&buf.slice(from..from + n)).map_err(cuda_err("download"))
     }
 
+    /// [`CudaStorage::read_bytes`] into `out` (their size): one synchronous
+    /// copy, at full speed when `out` is pinned memory.
+    pub fn read_bytes_into(&self, ctx: &Context, id: TensorId, out: &mut [u8]) -> Result<()> {
+        let _stream = self.dev.exclusive()?;
+        let t = ctx.tensor(id)?;
+        let l = t.layout();
+        if !l.is_contiguous() {
+            return Err(Error::NotContiguous { op: "read_bytes", ne: l.ne, nb: l.nb, dtype: l.dtype });
+        }
+        let (buf, start, len) = self.root_slice(ctx, id)?;
+        let n = l.nbytes();
+        if t.view_offs().checked_add(n).is_none_or(|e| e > len) {
+            return Err(Error::internal("view outside its storage"));
+        }
+        if out.len() != n {
+            return Err(Error::DataSize { name: ctx.label(id), expected: n, found: out.len() });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let from = start + t.view_offs();
+        self.dev.stream.memcpy_dtoh(&buf.slice(from..from + n), out).map_err(cuda_err("download"))
+    }
+
     /// Writes `bytes` into the device storage of an input leaf `id` that the
     /// plan placed (in the plan buffer, or the device copy of a leaf the graph
     /// writes). A leaf that holds its data in the context is set there.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::partition::{partition, LeafHome, Partition};
-use crate::backend::traits::{Backend, BackendStorage};
+use crate::backend::traits::{Backend, BackendStorage, PinnedBuffer};
 use crate::context::Context;
 use crate::device::Transfer;
 use crate::error::{Error, Result};
@@ -38,6 +38,9 @@ pub struct SplitStorage<B: Backend> {
     holder: IdMap<usize>,
     /// The copies between backends of the last compute.
     crossed: Vec<Transfer>,
+    /// Pinned host memory the crossings are staged through, from the first
+    /// backend of a crossing that has some (none between two CPUs).
+    staging: Option<(Box<dyn PinnedBuffer>, usize)>,
 }
 
 impl<B: Backend> std::fmt::Debug for SplitStorage<B> {
@@ -63,6 +66,7 @@ impl<B: Backend> SplitStorage<B> {
             slots,
             holder: IdMap::default(),
             crossed: Vec::new(),
+            staging: None,
         };
         st.bind(ctx, current)?;
         Ok(st)
@@ -83,8 +87,9 @@ impl<B: Backend> SplitStorage<B> {
         self.crossed.iter().map(|t| t.bytes as usize).sum()
     }
     /// The copies between backends of the last compute, in order: each root
-    /// copied in before a part, with its bytes and devices (staged through
-    /// pageable host memory).
+    /// copied in before a part, with its bytes, its devices and whether it
+    /// went through pinned host memory (when a backend of the crossing has
+    /// some, [`Backend::pinned_buffer`]).
     pub fn transfers(&self) -> &[Transfer] {
         &self.crossed
     }
@@ -154,10 +159,10 @@ impl<B: Backend> SplitStorage<B> {
                 match self.holder.get(&r) {
                     Some(&h) if h == b => {}
                     Some(&h) => {
-                        let bytes = self.slot(h)?.read_bytes(ctx, r)?;
-                        self.slot_mut(b)?.set_bytes(ctx, r, &bytes)?;
+                        let n = ctx.layout(r)?.nbytes();
+                        let pinned = self.cross(inner, ctx, r, h, b, n)?;
                         let (from, to) = (inner.backends[h].device(), inner.backends[b].device());
-                        self.crossed.push(Transfer { tensor: r, bytes: bytes.len() as u64, from, to, pinned: false });
+                        self.crossed.push(Transfer { tensor: r, bytes: n as u64, from, to, pinned });
                     }
                     None => return Err(Error::internal(format!("no backend holds {}", ctx.label(r)))),
                 }
@@ -170,6 +175,37 @@ impl<B: Backend> SplitStorage<B> {
             }
         }
         Ok(())
+    }
+
+    /// Copies root `r` (`n` bytes) from backend `h`'s storage into `b`'s:
+    /// through the pinned staging buffer when either backend has pinned
+    /// memory (grown to fit; if it cannot be had, through pageable memory);
+    /// true when it went pinned.
+    fn cross(&mut self, inner: &Inner<B>, ctx: &Context, r: TensorId, h: usize, b: usize, n: usize) -> Result<bool> {
+        let have = self.staging.as_ref().map_or(0, |s| s.1);
+        if n > have {
+            // at least doubled, so a graph's crossings settle on one buffer
+            let want = n.max(2 * have);
+            if let Some(p) = [h, b].into_iter().find_map(|x| inner.backends[x].pinned_buffer(want)).and_then(Result::ok)
+            {
+                self.staging = Some((p, want));
+            }
+        }
+        match self.staging.as_mut() {
+            Some((pin, len)) if n > 0 && n <= *len => {
+                let buf = &mut pin.bytes_mut()?[..n];
+                let src = self.slots[h].as_ref().ok_or_else(|| Error::internal("a backend without its storage"))?;
+                src.read_bytes_into(ctx, r, buf)?;
+                let dst = self.slots[b].as_mut().ok_or_else(|| Error::internal("a backend without its storage"))?;
+                dst.set_bytes(ctx, r, buf)?;
+                Ok(true)
+            }
+            _ => {
+                let bytes = self.slot(h)?.read_bytes(ctx, r)?;
+                self.slot_mut(b)?.set_bytes(ctx, r, &bytes)?;
+                Ok(false)
+            }
+        }
     }
 
     /// The backend holding `id`'s root: its latest writer, else the first
