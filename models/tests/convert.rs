@@ -129,6 +129,7 @@ fn converted_metadata_and_vocabulary() {
     assert_eq!(u32_of("tokenizer.ggml.padding_token_id"), 2);
     assert_eq!(u32_of("tokenizer.ggml.unknown_token_id"), 0);
     assert!(matches!(f.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(false))));
+    assert!(matches!(f.get("tokenizer.ggml.add_space_prefix"), Some(Value::Bool(false))));
     assert!(f.get_str("tokenizer.chat_template").unwrap().contains("<|im_start|>"));
     let tokens = f.get_str_array("tokenizer.ggml.tokens").unwrap();
     assert_eq!((tokens.len(), tokens[300].as_str()), (304, "[PAD300]"));

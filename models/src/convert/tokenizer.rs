@@ -51,6 +51,8 @@ pub struct BpeVocab {
     pub add_bos: Option<bool>,
     /// `tokenizer.ggml.add_eos_token`, where the files say.
     pub add_eos: Option<bool>,
+    /// `tokenizer.ggml.add_space_prefix`: `tokenizer_config.json`'s `add_prefix_space`, where given.
+    pub add_space_prefix: Option<bool>,
     /// `tokenizer.chat_template`.
     pub chat_template: Option<String>,
 }
@@ -174,6 +176,7 @@ impl BpeVocab {
             }
         }
         let mut chat_template = None;
+        let add_space_prefix = config.as_ref().and_then(|c| c.get("add_prefix_space")).and_then(Value::as_bool);
         if let Some(c) = &config {
             add_bos = add_bos.or(c.get("add_bos_token").and_then(Value::as_bool));
             add_eos = add_eos.or(c.get("add_eos_token").and_then(Value::as_bool));
@@ -195,7 +198,7 @@ impl BpeVocab {
                 chat_template = Some(std::fs::read_to_string(&jinja)?);
             }
         }
-        Ok(BpeVocab { tokens, types, merges, pre, specials, add_bos, add_eos, chat_template })
+        Ok(BpeVocab { tokens, types, merges, pre, specials, add_bos, add_eos, add_space_prefix, chat_template })
     }
 
     /// Sets the `tokenizer.*` metadata on `w`.
@@ -216,6 +219,9 @@ impl BpeVocab {
         }
         if let Some(b) = self.add_eos {
             w.set("tokenizer.ggml.add_eos_token", b)?;
+        }
+        if let Some(b) = self.add_space_prefix {
+            w.set("tokenizer.ggml.add_space_prefix", b)?;
         }
         if let Some(t) = &self.chat_template {
             w.set("tokenizer.chat_template", t.as_str())?;
@@ -343,4 +349,57 @@ fn post_processor_adds(pp: Option<&Value>, config: Option<&Map<String, Value>>) 
         }
     }
     (bos, eos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pre_tokenizers_by_structure() {
+        let bl = |re: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": re});
+        assert_eq!(pre_name(Some(&bl(true))), Ok("gpt-2"));
+        let smollm =
+            json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, bl(true)]});
+        assert_eq!(pre_name(Some(&smollm)), Ok("smollm"));
+        let split = json!({"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated"});
+        let llama3 = json!({"type": "Sequence", "pretokenizers": [split, bl(false)]});
+        assert_eq!(pre_name(Some(&llama3)), Ok("llama-bpe"));
+        // the same structure with another pattern is not Llama 3's
+        let other =
+            json!({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+"}}, bl(false)]});
+        assert!(pre_name(Some(&other)).is_err());
+        assert!(pre_name(Some(&json!({"type": "Metaspace"}))).is_err());
+        assert!(pre_name(None).is_err());
+    }
+
+    #[test]
+    fn merges_in_both_forms() {
+        assert_eq!(merges(Some(&json!(["Ġ t", "h e"]))), Ok(vec!["Ġ t".to_string(), "h e".into()]));
+        // pairs: a space inside a part is written as U+0120, since GGUF splits at the space
+        assert_eq!(merges(Some(&json!([["a b", "c"]]))), Ok(vec!["a\u{120}b c".to_string()]));
+        assert!(merges(Some(&json!([["a"]]))).is_err());
+        assert!(merges(Some(&json!(["abc"]))).is_err());
+        assert!(merges(None).is_err());
+    }
+
+    #[test]
+    fn bos_and_eos_from_the_post_processor() {
+        let cfg = json!({"bos_token": "<s>", "eos_token": "</s>"});
+        let cfg = cfg.as_object();
+        let template = json!({"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]});
+        assert_eq!(post_processor_adds(Some(&template), cfg), (Some(true), None));
+        let seq = json!({"type": "Sequence", "processors": [{"type": "ByteLevel"}, template]});
+        // Llama 3's: ByteLevel adds neither, the template then adds BOS (it sets, as gguf-py does)
+        assert_eq!(post_processor_adds(Some(&seq), cfg), (Some(true), Some(false)));
+        assert_eq!(post_processor_adds(None, cfg), (None, None));
+    }
+
+    #[test]
+    fn special_looking_added_tokens() {
+        assert!(looks_special("<|im_start|>") && looks_special("<pad>") && looks_special("<unused12>"));
+        assert!(!looks_special("hello") && !looks_special("<s>"));
+    }
 }
