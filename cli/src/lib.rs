@@ -1,5 +1,5 @@
 //! The `rgml` program's pieces, on the model library [`rgml_models`]: the commands (run,
-//! chat, embed, serve, tokenize, the GGUF tools, graph cases, plan, demo), the benchmarks with their
+//! chat, embed, serve, tokenize, the GGUF tools, convert, graph cases, plan, demo), the benchmarks with their
 //! workloads, and the `--backend` argument. Tests and benchmarks share them through this
 //! library; the program is `src/main.rs`.
 
@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bench_cuda;
 pub mod bench_model;
 pub mod chat_cli;
+pub mod convert_cli;
 pub mod demo;
 pub mod embed_cli;
 pub mod finetune_cli;

@@ -66,6 +66,17 @@ enum Cmd {
         /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K … q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0, f16, bf16, f32 (the other i-quants need an importance matrix).
         dtype: String,
     },
+    /// Convert a Hugging Face llama checkpoint (safetensors, with config.json and tokenizer.json
+    /// beside it) to a GGUF file llama.cpp loads.
+    Convert {
+        /// model.safetensors, or a sharded checkpoint's model.safetensors.index.json.
+        input: std::path::PathBuf,
+        /// Output GGUF file (written atomically; the input is only read).
+        output: std::path::PathBuf,
+        /// Type of the weight matrices: f32, f16, bf16, q8_0 (default: as stored; norms are always f32).
+        #[arg(long)]
+        outtype: Option<String>,
+    },
     /// Run a llama-architecture GGUF model on a text prompt (the generated text streams to
     /// standard output) or on token ids (ids out).
     #[command(group(ArgGroup::new("input").required(true).args(["prompt", "file", "tokens"])))]
@@ -308,6 +319,9 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
                 .map(|()| ExitCode::SUCCESS),
         },
+        Cmd::Convert { input, output, outtype } => {
+            rgml_cli::convert_cli::convert(&input, &output, outtype.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
         Cmd::Run { model, prompt, file, tokens, chat, n_predict, sampling, ignore_eos, logits, exec } => {
             let ids = tokens.is_some();
             let prompt = match (prompt, file, tokens) {

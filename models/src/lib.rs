@@ -36,6 +36,7 @@
 pub mod arch;
 pub mod chat;
 pub mod conversation;
+pub mod convert;
 pub mod embed;
 pub mod engine;
 pub mod finetune;
