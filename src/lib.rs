@@ -26,6 +26,7 @@ pub mod backend;
 pub mod context;
 pub mod cost;
 pub mod cpu_info;
+pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
