@@ -369,3 +369,54 @@ fn imports_at_the_edges() {
     let t = import_ok(&mut ctx, m);
     assert_eq!(values(&ctx, t), [5., 6.]);
 }
+
+#[test]
+fn versioned_exports_and_imports() {
+    let _g = exports_lock();
+    let before = dlpack::live_exports();
+    let mut ctx = Context::new();
+    let a = matrix(&mut ctx);
+    let win = ctx.view_2d(a, 2, 2, 16, 5 * 4).unwrap();
+    let v = dlpack::export(&ctx, win).unwrap().into_versioned();
+    let h = v.header();
+    assert_eq!(h.version, dlpack::DLPackVersion { major: 1, minor: 0 });
+    assert_eq!(h.flags & abi::DLPACK_FLAG_BITMASK_READ_ONLY, abi::DLPACK_FLAG_BITMASK_READ_ONLY);
+    assert_eq!((v.shape(), v.strides(), v.dl_tensor().byte_offset), (&[2i64, 2][..], &[4i64, 1][..], 20));
+    assert_eq!(dlpack::live_exports(), before + 1, "one export, wrapped");
+    let mut other = Context::new();
+    // SAFETY: a versioned managed tensor rgml made, handed over.
+    let t = unsafe { dlpack::import_versioned(&mut other, v.into_raw()) }.unwrap();
+    assert_eq!(other.tensor(t).unwrap().view_offs(), 20);
+    assert_eq!(values(&other, t), [5., 6., 9., 10.]);
+    drop(other);
+    assert_eq!(dlpack::live_exports(), before, "the versioned deleter deletes the export inside");
+    // another major version is refused, and stays the caller's
+    let v = dlpack::export(&ctx, a).unwrap().into_versioned();
+    // SAFETY: `v` owns the live header; only its version is changed.
+    unsafe { (*v.as_ptr()).version.major = 2 };
+    // SAFETY: a valid versioned managed tensor (of an unknown major version).
+    let e = unsafe { dlpack::import_versioned(&mut ctx, v.as_ptr()) }.unwrap_err();
+    assert!(e.to_string().contains("version 2.0"), "{e}");
+    assert_eq!(dlpack::live_exports(), before + 1);
+    // a refused tensor's checks also leave it to the caller
+    // SAFETY: as above.
+    unsafe {
+        (*v.as_ptr()).version.major = 1;
+        (*v.as_ptr()).dl_tensor.device.device_type = abi::KDL_CUDA;
+    }
+    // SAFETY: as above.
+    assert!(unsafe { dlpack::import_versioned(&mut ctx, v.as_ptr()) }.is_err());
+    drop(v);
+    assert_eq!(dlpack::live_exports(), before);
+    refused_after_accepted(&mut ctx);
+}
+
+/// A refused legacy import after an accepted one leaves the accepted one alone.
+fn refused_after_accepted(ctx: &mut Context) {
+    let (m, d) = foreign(vec![1., 2.], &[2], None, 0);
+    let t = import_ok(ctx, m);
+    let (bad, bad_d) = foreign(vec![1., 2.], &[2], Some(&[-1]), 0);
+    refused(bad, &bad_d, "negative stride");
+    assert_eq!(values(ctx, t), [1., 2.]);
+    assert_eq!(d.load(Ordering::SeqCst), 0);
+}

@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use rgml::dlpack::{self, DLManagedTensor};
+use rgml::dlpack::{self, DLManagedTensor, DLManagedTensorVersioned};
 use rgml::{f16, Context, CpuBackend, DType, Error, Graph, Result, TensorId};
 
 thread_local! {
@@ -103,6 +103,36 @@ pub extern "C" fn rgml_dlpack_demo_export(kind: i32) -> *mut DLManagedTensor {
     }
 }
 
+/// [`rgml_dlpack_demo_export`] under the versioned ABI (DLPack 1.0, the
+/// `"dltensor_versioned"` capsule; flagged read-only).
+#[no_mangle]
+pub extern "C" fn rgml_dlpack_demo_export_versioned(kind: i32) -> *mut DLManagedTensorVersioned {
+    match demo(kind) {
+        Ok(m) => m.into_versioned().into_raw(),
+        Err(e) => {
+            set_error(&e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Calls a versioned `managed`'s deleter (for a capsule that was never consumed).
+///
+/// # Safety
+/// `managed` must be null or a managed tensor the caller owns; it is released.
+#[no_mangle]
+pub unsafe extern "C" fn rgml_dlpack_free_versioned(managed: *mut DLManagedTensorVersioned) {
+    if managed.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract: a live managed tensor, released once here.
+    unsafe {
+        if let Some(d) = (*managed).deleter {
+            d(managed);
+        }
+    }
+}
+
 /// Calls `managed`'s deleter (for a capsule that was never consumed).
 ///
 /// # Safety
@@ -163,20 +193,12 @@ fn check(ctx: &Context, t: TensorId, report: &mut ImportReport, values: &mut [f6
     Ok(got.len() as i64)
 }
 
-/// Imports `managed` into a fresh context (taking ownership on success: the
-/// deleter runs before this returns, when the context is dropped), fills
-/// `report` and writes up to `cap` of its values, read by a CPU run in
-/// logical order (rgml's dim 0 fastest: numpy's C order), as f64 into
-/// `values`. Returns the number of values; -1 when the import is refused
-/// ([`rgml_last_error`]: the caller keeps ownership); -2 when reading it
-/// back failed after the import (ownership was taken: the deleter has run).
+/// The import check of both ABIs: `import` takes the tensor into a context.
 ///
 /// # Safety
-/// `managed` as for [`dlpack::import`]; `report` valid for a write;
-/// `values` valid for writes of `cap` f64s (or null with `cap` 0).
-#[no_mangle]
-pub unsafe extern "C" fn rgml_dlpack_import_check(
-    managed: *mut DLManagedTensor,
+/// As [`rgml_dlpack_import_check`].
+unsafe fn import_check(
+    import: impl FnOnce(&mut Context) -> Result<TensorId>,
     report: *mut ImportReport,
     values: *mut f64,
     cap: usize,
@@ -189,8 +211,7 @@ pub unsafe extern "C" fn rgml_dlpack_import_check(
         unsafe { std::slice::from_raw_parts_mut(values, cap) }
     };
     let mut ctx = Context::new();
-    // SAFETY: the caller's contract is `import`'s.
-    let out = match unsafe { dlpack::import(&mut ctx, managed) } {
+    let out = match import(&mut ctx) {
         Ok(t) => check(&ctx, t, &mut r, values).unwrap_or_else(|e| {
             set_error(&e);
             -2
@@ -208,6 +229,67 @@ pub unsafe extern "C" fn rgml_dlpack_import_check(
     out
 }
 
+/// Imports `managed` into a fresh context (taking ownership on success: the
+/// deleter runs before this returns, when the context is dropped), fills
+/// `report` and writes up to `cap` of its values, read by a CPU run in
+/// logical order (rgml's dim 0 fastest: numpy's C order), as f64 into
+/// `values`. Returns the number of values; -1 when the import is refused
+/// ([`rgml_last_error`]: the caller keeps ownership); -2 when reading it
+/// back failed after the import (ownership was taken: the deleter has run).
+///
+/// # Safety
+/// `managed` as for [`dlpack::import`]; `report` null or valid for a write;
+/// `values` valid for writes of `cap` f64s (or null with `cap` 0).
+#[no_mangle]
+pub unsafe extern "C" fn rgml_dlpack_import_check(
+    managed: *mut DLManagedTensor,
+    report: *mut ImportReport,
+    values: *mut f64,
+    cap: usize,
+) -> i64 {
+    // SAFETY: the caller's contract is `import`'s and `import_check`'s.
+    unsafe { import_check(|ctx| dlpack::import(ctx, managed), report, values, cap) }
+}
+
+/// [`rgml_dlpack_import_check`] for a versioned managed tensor.
+///
+/// # Safety
+/// As [`rgml_dlpack_import_check`], `managed` as for [`dlpack::import_versioned`].
+#[no_mangle]
+pub unsafe extern "C" fn rgml_dlpack_import_check_versioned(
+    managed: *mut DLManagedTensorVersioned,
+    report: *mut ImportReport,
+    values: *mut f64,
+    cap: usize,
+) -> i64 {
+    // SAFETY: the caller's contract is `import_versioned`'s and `import_check`'s.
+    unsafe { import_check(|ctx| dlpack::import_versioned(ctx, managed), report, values, cap) }
+}
+
+/// Imports with `import` and exports the imported tensor again; `None` (the
+/// caller keeps ownership) on error.
+fn reexport(import: impl FnOnce(&mut Context) -> Result<TensorId>) -> Option<dlpack::ManagedTensor> {
+    let mut ctx = Context::new();
+    let t = match import(&mut ctx) {
+        Ok(t) => t,
+        Err(e) => {
+            set_error(&e);
+            return None;
+        }
+    };
+    match dlpack::export(&ctx, t) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            // (not expected: an import has a plain type and whole-element
+            // strides) the caller keeps ownership, so the context must not
+            // run the deleter: it is leaked
+            std::mem::forget(ctx);
+            set_error(&e);
+            None
+        }
+    }
+}
+
 /// Imports `managed` and exports the imported tensor again: a managed tensor
 /// over the same bytes with the same shape and strides, holding the imported
 /// one (whose deleter runs when this one's does). Null on error
@@ -217,24 +299,20 @@ pub unsafe extern "C" fn rgml_dlpack_import_check(
 /// As [`dlpack::import`].
 #[no_mangle]
 pub unsafe extern "C" fn rgml_dlpack_reexport(managed: *mut DLManagedTensor) -> *mut DLManagedTensor {
-    let mut ctx = Context::new();
     // SAFETY: the caller's contract is `import`'s.
-    let t = match unsafe { dlpack::import(&mut ctx, managed) } {
-        Ok(t) => t,
-        Err(e) => {
-            set_error(&e);
-            return std::ptr::null_mut();
-        }
-    };
-    match dlpack::export(&ctx, t) {
-        Ok(m) => m.into_raw(),
-        Err(e) => {
-            // (not expected: an import has a plain type and whole-element
-            // strides) the caller keeps ownership, so the context must not
-            // run the deleter: it is leaked
-            std::mem::forget(ctx);
-            set_error(&e);
-            std::ptr::null_mut()
-        }
-    }
+    reexport(|ctx| unsafe { dlpack::import(ctx, managed) }).map_or(std::ptr::null_mut(), |m| m.into_raw())
+}
+
+/// [`rgml_dlpack_reexport`] under the versioned ABI, both ways (the new
+/// tensor is flagged read-only).
+///
+/// # Safety
+/// As [`dlpack::import_versioned`].
+#[no_mangle]
+pub unsafe extern "C" fn rgml_dlpack_reexport_versioned(
+    managed: *mut DLManagedTensorVersioned,
+) -> *mut DLManagedTensorVersioned {
+    // SAFETY: the caller's contract is `import_versioned`'s.
+    reexport(|ctx| unsafe { dlpack::import_versioned(ctx, managed) })
+        .map_or(std::ptr::null_mut(), |m| m.into_versioned().into_raw())
 }

@@ -23,7 +23,7 @@ fn numpy_round_trips_through_dlpack() {
     let probe = Command::new("python3").args(["-c", "import numpy; print(numpy.__version__)"]).output();
     let why = match &probe {
         Ok(o) if o.status.success() => None,
-        Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or("").to_string()),
         Err(e) => Some(format!("python3: {e}")),
     };
     if let Some(why) = why {

@@ -47,7 +47,7 @@ pub struct DLDataType {
 /// `DLTensor`: a strided view of memory, outermost dim first, strides in
 /// elements (not bytes).
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct DLTensor {
     /// Base pointer of the memory (the first element is at `data + byte_offset`).
     pub data: *mut c_void,
@@ -76,6 +76,41 @@ pub struct DLManagedTensor {
     pub manager_ctx: *mut c_void,
     /// Called once by the consumer when done with the tensor (may be null).
     pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+/// `DLPackVersion`: the ABI version of a [`DLManagedTensorVersioned`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DLPackVersion {
+    /// Major version (1: the versioned ABI; a different major is incompatible).
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+/// The version rgml's versioned exports declare (what numpy 2 asks for
+/// with `max_version=(1, 0)`; the layout is that of every 1.x).
+pub const DLPACK_VERSION: DLPackVersion = DLPackVersion { major: 1, minor: 0 };
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`: the consumer must not write the data.
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+/// `DLPACK_FLAG_BITMASK_IS_COPIED`: the producer copied the data for this export.
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+
+/// `DLManagedTensorVersioned` (DLPack ≥ 1.0, the `"dltensor_versioned"`
+/// capsule): a [`DLManagedTensor`] with a version and flags (read-only…).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    /// The ABI version.
+    pub version: DLPackVersion,
+    /// The producer's context (opaque to the consumer).
+    pub manager_ctx: *mut c_void,
+    /// Called once by the consumer when done with the tensor (may be null).
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    /// `DLPACK_FLAG_BITMASK_*` bits.
+    pub flags: u64,
+    /// The tensor.
+    pub dl_tensor: DLTensor,
 }
 
 /// DLPack's `(code, bits, lanes)` of a plain rgml type; `None` for block types.
@@ -145,6 +180,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(DLTensor, shape), 24);
         assert_eq!(std::mem::offset_of!(DLTensor, byte_offset), 40);
         assert_eq!(std::mem::size_of::<DLManagedTensor>(), 64);
+        assert_eq!(std::mem::offset_of!(DLManagedTensorVersioned, flags), 24);
+        assert_eq!(std::mem::offset_of!(DLManagedTensorVersioned, dl_tensor), 32);
+        assert_eq!(std::mem::size_of::<DLManagedTensorVersioned>(), 80);
     }
 
     #[test]

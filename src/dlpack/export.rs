@@ -7,7 +7,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::abi::{to_dl_dtype, DLDevice, DLManagedTensor, DLTensor, KDL_CPU};
+use super::abi::{
+    to_dl_dtype, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_VERSION, KDL_CPU,
+};
 use crate::backend::cpu::CpuStorage;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -84,15 +87,120 @@ impl ManagedTensor {
     }
     /// The shape, outermost dim first.
     pub fn shape(&self) -> &[i64] {
-        let t = self.dl_tensor();
-        // SAFETY: rgml's exports point `shape` at `ndim` (1 to 4) values of their own block.
-        unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }
+        shape(self.dl_tensor())
     }
     /// The strides in elements, outermost dim first.
     pub fn strides(&self) -> &[i64] {
-        let t = self.dl_tensor();
-        // SAFETY: as for `shape`: rgml's exports always set `strides`.
-        unsafe { std::slice::from_raw_parts(t.strides, t.ndim as usize) }
+        strides(self.dl_tensor())
+    }
+    /// The same export under the versioned ABI (DLPack 1.0, the
+    /// `"dltensor_versioned"` capsule), flagged read-only: a block holding
+    /// this one, whose deleter runs when the versioned one's does.
+    pub fn into_versioned(self) -> ManagedTensorVersioned {
+        let block = Box::new(VersionedExport {
+            managed: DLManagedTensorVersioned {
+                version: DLPACK_VERSION,
+                manager_ctx: std::ptr::null_mut(),
+                deleter: Some(delete_versioned),
+                flags: DLPACK_FLAG_BITMASK_READ_ONLY,
+                // shape and strides stay those of `self`'s block, which `_inner` keeps
+                dl_tensor: *self.dl_tensor(),
+            },
+            _inner: self,
+        });
+        let raw = Box::into_raw(block);
+        // SAFETY: `raw` is the box just leaked: valid and unaliased.
+        unsafe { (*raw).managed.manager_ctx = raw.cast::<c_void>() };
+        // SAFETY: `managed` is the first field of a `#[repr(C)]` block: same address, non-null.
+        let ptr = unsafe { NonNull::new_unchecked(raw.cast::<DLManagedTensorVersioned>()) };
+        ManagedTensorVersioned { ptr }
+    }
+}
+
+/// The shape of an rgml export's header.
+fn shape(t: &DLTensor) -> &[i64] {
+    // SAFETY: rgml's exports point `shape` at `ndim` (1 to 4) values of their own
+    // block, alive as long as the header `t` borrows.
+    unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }
+}
+/// The strides of an rgml export's header.
+fn strides(t: &DLTensor) -> &[i64] {
+    // SAFETY: as for `shape`: rgml's exports always set `strides`.
+    unsafe { std::slice::from_raw_parts(t.strides, t.ndim as usize) }
+}
+
+/// The heap block behind a versioned export: its header first (its address
+/// is the block's), then the legacy export whose bytes and shape it uses.
+#[repr(C)]
+struct VersionedExport {
+    managed: DLManagedTensorVersioned,
+    _inner: ManagedTensor,
+}
+
+/// The deleter of rgml's versioned exports: frees the block, which deletes
+/// the legacy export inside. A null pointer is ignored.
+unsafe extern "C" fn delete_versioned(managed: *mut DLManagedTensorVersioned) {
+    if managed.is_null() {
+        return;
+    }
+    // SAFETY: `managed` heads a `VersionedExport` leaked by `into_versioned`, whose
+    // `manager_ctx` is that box; the deleter runs once, so the box is dropped once.
+    unsafe { drop(Box::from_raw((*managed).manager_ctx.cast::<VersionedExport>())) };
+}
+
+/// A versioned export ([`ManagedTensor::into_versioned`]): owns one
+/// [`DLManagedTensorVersioned`] made by rgml, and calls its deleter when
+/// dropped unless handed over with [`ManagedTensorVersioned::into_raw`].
+#[derive(Debug)]
+pub struct ManagedTensorVersioned {
+    ptr: NonNull<DLManagedTensorVersioned>,
+}
+
+// SAFETY: as for `ManagedTensor`, which the block holds.
+unsafe impl Send for ManagedTensorVersioned {}
+// SAFETY: `&ManagedTensorVersioned` only reads the header.
+unsafe impl Sync for ManagedTensorVersioned {}
+
+impl ManagedTensorVersioned {
+    /// The managed tensor, still owned by `self`.
+    pub fn as_ptr(&self) -> *mut DLManagedTensorVersioned {
+        self.ptr.as_ptr()
+    }
+    /// Hands the managed tensor over (e.g. in a `"dltensor_versioned"`
+    /// capsule): whoever holds the pointer must call its deleter once.
+    pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        let p = self.ptr.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+    /// The header: version, flags and tensor.
+    pub fn header(&self) -> &DLManagedTensorVersioned {
+        // SAFETY: `ptr` is a live managed tensor owned by `self`.
+        unsafe { self.ptr.as_ref() }
+    }
+    /// The DLPack tensor.
+    pub fn dl_tensor(&self) -> &DLTensor {
+        &self.header().dl_tensor
+    }
+    /// The shape, outermost dim first.
+    pub fn shape(&self) -> &[i64] {
+        shape(self.dl_tensor())
+    }
+    /// The strides in elements, outermost dim first.
+    pub fn strides(&self) -> &[i64] {
+        strides(self.dl_tensor())
+    }
+}
+
+impl Drop for ManagedTensorVersioned {
+    fn drop(&mut self) {
+        // SAFETY: `self` owns the managed tensor and drops it once; rgml's
+        // exports always have a deleter.
+        unsafe {
+            if let Some(d) = self.ptr.as_ref().deleter {
+                d(self.ptr.as_ptr());
+            }
+        }
     }
 }
 

@@ -4,14 +4,17 @@
 
 use std::ptr::NonNull;
 
-use super::abi::{device_name, from_dl_dtype, DLManagedTensor, KDL_CPU};
+use super::abi::{device_name, from_dl_dtype, DLManagedTensor, DLManagedTensorVersioned, DLTensor, KDL_CPU};
 use crate::context::{BorrowedBytes, Context};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::tensor::TensorId;
 
 /// Owns an imported managed tensor: dropping it calls the producer's deleter once.
-struct Imported(NonNull<DLManagedTensor>);
+enum Imported {
+    Legacy(NonNull<DLManagedTensor>),
+    Versioned(NonNull<DLManagedTensorVersioned>),
+}
 
 // SAFETY: `import`'s contract: the deleter may be called from any thread, and
 // the guard is never used but to call it.
@@ -21,11 +24,20 @@ unsafe impl Sync for Imported {}
 
 impl Drop for Imported {
     fn drop(&mut self) {
-        // SAFETY: `import`'s contract: a valid managed tensor, handed to rgml,
-        // whose deleter (if any) is called once, here.
+        // SAFETY: `import`'s (`import_versioned`'s) contract: a valid managed
+        // tensor, handed to rgml, whose deleter (if any) is called once, here.
         unsafe {
-            if let Some(d) = self.0.as_ref().deleter {
-                d(self.0.as_ptr());
+            match self {
+                Imported::Legacy(m) => {
+                    if let Some(d) = m.as_ref().deleter {
+                        d(m.as_ptr());
+                    }
+                }
+                Imported::Versioned(m) => {
+                    if let Some(d) = m.as_ref().deleter {
+                        d(m.as_ptr());
+                    }
+                }
             }
         }
     }
@@ -48,12 +60,11 @@ struct Plan {
     len: usize,
 }
 
-/// Reads and checks the header of `m` (copies shape and strides out).
+/// Reads and checks the tensor `t` (copies shape and strides out).
 ///
 /// # Safety
 /// As [`import`].
-unsafe fn plan(m: &DLManagedTensor) -> Result<Plan> {
-    let t = &m.dl_tensor;
+unsafe fn plan(t: &DLTensor) -> Result<Plan> {
     if t.device.device_type != KDL_CPU {
         return Err(err(format!(
             "device type {} ({}, device {}): only CPU memory (kDLCPU) is imported",
@@ -190,27 +201,82 @@ fn view_on(ctx: &Context, root: TensorId, p: &Plan) -> Result<TensorId> {
 pub unsafe fn import(ctx: &mut Context, managed: *mut DLManagedTensor) -> Result<TensorId> {
     let m = NonNull::new(managed).ok_or_else(|| err("null managed tensor"))?;
     // SAFETY: the contract: a valid managed tensor.
-    let p = unsafe { plan(m.as_ref())? };
+    let t = unsafe { &m.as_ref().dl_tensor };
+    // SAFETY: the contract, passed on.
+    unsafe { import_tensor(ctx, t, Imported::Legacy(m)) }
+}
+
+/// [`import`] for the versioned ABI (DLPack ≥ 1.0, the
+/// `"dltensor_versioned"` capsule): the same layout rules and refusals, and
+/// a major version other than 1 is refused. The read-only flag needs nothing
+/// (imports are read-only), nor does the copied flag.
+///
+/// # Safety
+/// As [`import`], for a `DLManagedTensorVersioned`.
+pub unsafe fn import_versioned(ctx: &mut Context, managed: *mut DLManagedTensorVersioned) -> Result<TensorId> {
+    let m = NonNull::new(managed).ok_or_else(|| err("null managed tensor"))?;
+    // SAFETY: the contract: a valid managed tensor.
+    let h = unsafe { m.as_ref() };
+    if h.version.major != 1 {
+        return Err(err(format!(
+            "DLPack version {}.{}: only major version 1 (and the unversioned ABI) is imported",
+            h.version.major, h.version.minor
+        )));
+    }
+    // SAFETY: the contract, passed on.
+    unsafe { import_tensor(ctx, &h.dl_tensor, Imported::Versioned(m)) }
+}
+
+/// Imports `t`, owned by `owner` (taken only on success).
+///
+/// # Safety
+/// As [`import`]: `t` is the tensor of the managed tensor `owner` holds.
+unsafe fn import_tensor(ctx: &mut Context, t: &DLTensor, owner: Imported) -> Result<TensorId> {
+    // SAFETY: the contract: a valid tensor.
+    let p = match unsafe { plan(t) } {
+        Ok(p) => p,
+        Err(e) => {
+            // the caller keeps ownership: no deleter call
+            std::mem::forget(owner);
+            return Err(e);
+        }
+    };
     let dtype = p.layout.dtype;
     let ts = dtype.type_size();
     let root_ne = if is_plain(&p) { p.layout.ne } else { [(p.len / ts) as i64, 1, 1, 1] };
     // every check the leaf and the view make, first on a data-less context: once
     // the real leaf owns the tensor, nothing may fail
-    let mut dry = Context::new_no_alloc();
-    let dry_root = dry.new_tensor(dtype, &root_ne)?;
-    if dry.layout(dry_root)?.nbytes() != p.len {
-        return Err(Error::internal("imported leaf of the wrong size"));
-    }
-    if !is_plain(&p) {
-        view_on(&dry, dry_root, &p)?;
+    let dry = (|| {
+        let mut dry = Context::new_no_alloc();
+        let dry_root = dry.new_tensor(dtype, &root_ne)?;
+        if dry.layout(dry_root)?.nbytes() != p.len {
+            return Err(Error::internal("imported leaf of the wrong size"));
+        }
+        if !is_plain(&p) {
+            view_on(&dry, dry_root, &p)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = dry {
+        std::mem::forget(owner);
+        return Err(e);
     }
     let (base, len) = (p.base, p.len);
-    let root = ctx.new_tensor_borrowed(dtype, &root_ne, len, || {
+    let mut owner = Some(owner);
+    let made = ctx.new_tensor_borrowed(dtype, &root_ne, len, || {
+        // (called once, so `owner` is still there)
+        let owner: Box<dyn std::any::Any + Send + Sync> = match owner.take() {
+            Some(o) => Box::new(o),
+            None => Box::new(()),
+        };
         // SAFETY: the contract: `len` bytes from `base` (those the tensor spans,
         // checked in `plan`) stay readable and unwritten until the deleter runs,
         // which dropping the guard does.
-        unsafe { BorrowedBytes::new(base, len, Box::new(Imported(m))) }
-    })?;
+        unsafe { BorrowedBytes::new(base, len, owner) }
+    });
+    // not taken by the leaf (an error before its data was made): still the caller's
+    std::mem::forget(owner);
+    let root = made?;
     if is_plain(&p) {
         return Ok(root);
     }

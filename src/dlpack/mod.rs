@@ -1,6 +1,8 @@
 //! DLPack: sharing tensors with other libraries (numpy, PyTorch, JAX…)
 //! without copying, through the [DLPack](https://dmlc.github.io/dlpack/latest/)
-//! C ABI (v0.8, the unversioned `DLManagedTensor` of the `"dltensor"` capsule).
+//! C ABI: v0.8, the unversioned `DLManagedTensor` of the `"dltensor"`
+//! capsule, and 1.x, the `DLManagedTensorVersioned` of `"dltensor_versioned"`
+//! ([`ManagedTensor::into_versioned`], [`import_versioned`]).
 //!
 //! - [`export`] (a leaf with host data, or a view of one) and
 //!   [`export_results`] (tensors of a CPU run's [`CpuStorage`](crate::CpuStorage))
@@ -27,7 +29,8 @@
 //! Exports are on the CPU (`kDLCPU`); only CPU memory is imported.
 //!
 //! # Ownership and writes
-//! DLPack v0.8 has no read-only flag. Imported leaves are read-only for rgml
+//! DLPack v0.8 has no read-only flag (versioned exports set
+//! `DLPACK_FLAG_BITMASK_READ_ONLY`). Imported leaves are read-only for rgml
 //! (writes into them are [`Error::ReadOnly`](crate::Error::ReadOnly)), so
 //! stride-0 (broadcast) imports are allowed; the producer must not write the
 //! memory while rgml holds it. Consumers of an export must treat it as
@@ -51,6 +54,6 @@ pub mod abi;
 mod export;
 mod import;
 
-pub use abi::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
-pub use export::{export, export_results, live_exports, ManagedTensor};
-pub use import::import;
+pub use abi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+pub use export::{export, export_results, live_exports, ManagedTensor, ManagedTensorVersioned};
+pub use import::{import, import_versioned};
