@@ -1,6 +1,7 @@
 //! `Context`: the arena of tensor headers, the host data of leaves, and the
 //! per-storage write history that gives graphs eager program-order semantics.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,12 +15,17 @@ use crate::tensor::{Flags, Op, Tensor, TensorId};
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-/// The bytes of a leaf: its own host buffer, or a range of a mapped file.
+/// The bytes of a leaf: its own host buffer, a range of a mapped file, or
+/// memory owned outside rgml.
 #[derive(Debug)]
 enum LeafData {
-    Owned(HostBuffer),
+    /// Shared with DLPack exports of the leaf ([`crate::dlpack::export`]):
+    /// a write while one is alive goes to a fresh copy (copy on write).
+    Owned(Arc<HostBuffer>),
     /// Read-only bytes of a file mapping (a GGUF weight), used in place.
     Mapped(Arc<memmap2::Mmap>, Range<usize>),
+    /// Read-only bytes owned by someone else (an imported DLPack tensor).
+    Borrowed(Arc<BorrowedBytes>),
 }
 
 impl LeafData {
@@ -27,7 +33,63 @@ impl LeafData {
         match self {
             LeafData::Owned(b) => b.as_bytes(),
             LeafData::Mapped(m, r) => &m[r.clone()],
+            LeafData::Borrowed(b) => b.bytes(),
         }
+    }
+    /// What keeps the bytes alive, shared.
+    fn keeper(&self) -> Arc<dyn Any + Send + Sync> {
+        match self {
+            LeafData::Owned(b) => b.clone(),
+            LeafData::Mapped(m, _) => m.clone(),
+            LeafData::Borrowed(b) => b.clone(),
+        }
+    }
+}
+
+/// Bytes rgml reads but does not own (an imported DLPack tensor): `len`
+/// bytes at `ptr`, released by dropping `owner` (e.g. a guard that calls the
+/// producer's deleter). Read-only for rgml.
+pub(crate) struct BorrowedBytes {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    _owner: Box<dyn Any + Send + Sync>,
+}
+
+// SAFETY: the bytes are only read (never written through this type), and the
+// contract of `BorrowedBytes::new` is that they stay valid and unwritten, from
+// any thread, until `owner` is dropped; `owner` itself is `Send + Sync`.
+unsafe impl Send for BorrowedBytes {}
+// SAFETY: as for `Send`: shared access only reads.
+unsafe impl Sync for BorrowedBytes {}
+
+impl BorrowedBytes {
+    /// `len` bytes at `ptr`, kept by `owner`.
+    ///
+    /// # Safety
+    /// Unless `len` is 0 (then `ptr` may be null or dangling), `ptr` must be
+    /// valid for reads of `len` bytes, from any thread, and not be written by
+    /// anyone, until `owner` is dropped; `len` must be at most `isize::MAX`.
+    pub(crate) unsafe fn new(ptr: *const u8, len: usize, owner: Box<dyn Any + Send + Sync>) -> BorrowedBytes {
+        #[repr(align(64))]
+        struct Aligned;
+        let ptr = match std::ptr::NonNull::new(ptr.cast_mut()) {
+            Some(p) if len > 0 => p,
+            // no bytes: a dangling pointer aligned for every type (kernels check alignment)
+            _ => std::ptr::NonNull::<Aligned>::dangling().cast(),
+        };
+        BorrowedBytes { ptr, len, _owner: owner }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `new`'s contract: `len` readable bytes at `ptr`, unwritten, while
+        // `_owner` (a field of `self`) lives; for `len == 0` a dangling pointer is
+        // valid for an empty slice.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for BorrowedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BorrowedBytes({} bytes at {:p})", self.len, self.ptr)
     }
 }
 
@@ -197,7 +259,9 @@ impl Context {
     /// A new leaf of `dtype` with shape `ne` (1 to 4 dims, `ne[0]` fastest).
     pub fn new_tensor(&mut self, dtype: DType, ne: &[i64]) -> Result<TensorId> {
         let alloc = !self.no_alloc;
-        self.new_leaf(dtype, ne, |l| alloc.then(|| HostBuffer::zeroed(l.nbytes()).map(LeafData::Owned)).transpose())
+        self.new_leaf(dtype, ne, |l| {
+            alloc.then(|| HostBuffer::zeroed(l.nbytes()).map(|b| LeafData::Owned(Arc::new(b)))).transpose()
+        })
     }
     fn new_leaf(
         &mut self,
@@ -252,7 +316,7 @@ impl Context {
             Ok(Some(if aligned {
                 LeafData::Mapped(map, range)
             } else {
-                LeafData::Owned(HostBuffer::from_bytes(&map[range])?)
+                LeafData::Owned(Arc::new(HostBuffer::from_bytes(&map[range])?))
             }))
         })
     }
@@ -266,6 +330,35 @@ impl Context {
     /// True if leaf `id`'s bytes are a read-only file mapping.
     pub fn is_mapped(&self, id: TensorId) -> bool {
         self.entry(id).is_ok_and(|e| matches!(e.data, Some(LeafData::Mapped(..))))
+    }
+    /// True if leaf `id`'s bytes are read-only: a file mapping, or memory
+    /// borrowed from another library ([`crate::dlpack::import`]).
+    pub fn is_read_only(&self, id: TensorId) -> bool {
+        self.entry(id).is_ok_and(|e| matches!(e.data, Some(LeafData::Mapped(..) | LeafData::Borrowed(..))))
+    }
+    /// A new read-only leaf of `dtype` and shape `ne` over `bytes` (exactly
+    /// its contiguous size), made by `bytes` only once the shape is known to be
+    /// valid and the size to match; nothing is made (so the owner `bytes` would
+    /// hold is not taken) when this returns an error before calling it.
+    pub(crate) fn new_tensor_borrowed(
+        &mut self,
+        dtype: DType,
+        ne: &[i64],
+        len: usize,
+        bytes: impl FnOnce() -> BorrowedBytes,
+    ) -> Result<TensorId> {
+        self.new_leaf(dtype, ne, |l| {
+            if l.nbytes() != len {
+                return Err(Error::DataSize { name: "borrowed tensor".into(), expected: l.nbytes(), found: len });
+            }
+            Ok(Some(LeafData::Borrowed(Arc::new(bytes()))))
+        })
+    }
+    /// What keeps leaf `id`'s bytes alive (shared), with the bytes; `None`
+    /// for non-leaves and data-less leaves.
+    pub(crate) fn leaf_keeper(&self, id: TensorId) -> Option<(Arc<dyn Any + Send + Sync>, &[u8])> {
+        let data = self.entry(id).ok()?.data.as_ref()?;
+        Some((data.keeper(), data.bytes()))
     }
 
     /// A new F32 leaf holding `values` (shape `ne`, contiguous order).
@@ -362,8 +455,14 @@ impl Context {
         }
         let label = self.label(id);
         match self.entry_mut(id)?.data.as_mut() {
-            Some(LeafData::Owned(b)) => Ok(b),
-            Some(LeafData::Mapped(..)) => Err(Error::ReadOnly(label)),
+            Some(LeafData::Owned(b)) => {
+                // shared with a DLPack export: the export keeps the old bytes
+                if Arc::get_mut(b).is_none() {
+                    *b = Arc::new(HostBuffer::from_bytes(b.as_bytes())?);
+                }
+                Arc::get_mut(b).ok_or_else(|| Error::internal("a fresh leaf buffer is shared"))
+            }
+            Some(LeafData::Mapped(..) | LeafData::Borrowed(..)) => Err(Error::ReadOnly(label)),
             None => Err(Error::NoData(label)),
         }
     }
@@ -466,7 +565,7 @@ impl Context {
     fn check_write(&self, t: &Tensor) -> Result<()> {
         let op = t.op.name();
         let (Some(root), l) = (t.view_src, &t.layout) else { return Ok(()) };
-        if self.is_mapped(root) {
+        if self.is_read_only(root) {
             return Err(Error::ReadOnly(format!("{} (written by {op})", self.label(root))));
         }
         if l.self_overlaps() {

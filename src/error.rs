@@ -69,8 +69,9 @@ pub enum Error {
     /// A leaf was read or written but holds no data (no_alloc context, or not set).
     #[error("tensor {0} has no data")]
     NoData(String),
-    /// A write into a read-only tensor (a leaf mapped from a file).
-    #[error("tensor {0} is read-only (mapped from a file)")]
+    /// A write into a read-only tensor (a leaf mapped from a file, or one
+    /// imported through DLPack).
+    #[error("tensor {0} is read-only (its bytes are a file mapping or an imported DLPack tensor)")]
     ReadOnly(String),
     /// A data buffer whose length does not match the tensor.
     #[error("tensor {name}: expected {expected} bytes of data, got {found}")]

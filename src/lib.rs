@@ -27,6 +27,7 @@ pub mod context;
 pub mod cost;
 pub mod cpu_info;
 pub mod device;
+pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod gguf;

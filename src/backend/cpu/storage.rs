@@ -192,7 +192,7 @@ impl CpuStorage {
     }
 
     /// The bytes of the storage under `id` (its root's), after the last compute.
-    fn root_bytes<'a>(&'a self, ctx: &'a Context, id: TensorId) -> Result<&'a [u8]> {
+    pub(crate) fn root_bytes<'a>(&'a self, ctx: &'a Context, id: TensorId) -> Result<&'a [u8]> {
         let root = ctx.storage_root(id)?;
         if !self.plan.is_retained(root) {
             return Err(Error::Invalid(format!(
