@@ -79,13 +79,14 @@ impl CpuInfo {
         let fm = self.family_model.map_or(String::new(), |(f, m)| format!(" family {f} model {m}"));
         let size = |b: Option<usize>| b.map_or("?".to_string(), |b| format!("{} MiB", b as f64 / (1 << 20) as f64));
         format!(
-            "{} ({}{fm}), {}, L2 {}, L3 {}, {} threads",
+            "{} ({}{fm}), {}, L2 {}, L3 {}, {} threads, software prefetch {}",
             self.model,
             self.vendor,
             self.simd.name(),
             size(self.l2_bytes),
             size(self.l3_bytes),
-            self.threads
+            self.threads,
+            if crate::quant::prefetch::enabled() { "on" } else { "off" }
         )
     }
 }

@@ -202,10 +202,14 @@ pub fn kernel_level(w: DType, level: SimdLevel) -> Option<SimdLevel> {
 }
 
 /// Asks for the cache lines of the `len` bytes at `p` (a hint: a weight
-/// stream's next rows, ahead of their dots). A prefetch never faults, so `p`
+/// stream's next rows, ahead of their dots), where this CPU gains by it
+/// ([`super::prefetch::enabled`]). A prefetch never faults, so `p`
 /// may point anywhere (form it with `wrapping_add`).
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8, len: usize) {
+    if !super::prefetch::enabled() {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     for line in 0..len.div_ceil(64) {
         // SAFETY: a prefetch is a hint; it reads nothing and never faults.

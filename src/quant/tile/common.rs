@@ -148,13 +148,17 @@ pub(super) trait Blocks<P> {
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 2304;
 
-/// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`.
+/// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`,
+/// where this CPU gains by it ([`crate::quant::prefetch::enabled`]).
 /// A prefetch never faults, so an address past the end of the stream is
 /// harmless (and `wrapping_add` forms it without claiming it is in bounds).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(super) fn prefetch_ahead(p: *const u8, len: usize) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    if !crate::quant::prefetch::enabled() {
+        return;
+    }
     for line in 0..len.div_ceil(64) {
         // SAFETY: a prefetch is a hint; it reads nothing and never faults.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * line).cast()) };
