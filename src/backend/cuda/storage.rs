@@ -290,6 +290,16 @@ impl CudaStorage {
     /// on the CPU.
     pub fn read_bytes(&self, ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
         let _stream = self.dev.exclusive()?;
+        let (buf, from, n) = self.contiguous_range(ctx, id)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.dev.stream.clone_dtoh(&buf.slice(from..from + n)).map_err(cuda_err("download"))
+    }
+
+    /// The device bytes of contiguous tensor `id`: its root's buffer, where
+    /// they start in it and how many.
+    fn contiguous_range(&self, ctx: &Context, id: TensorId) -> Result<(&CudaSlice<u8>, usize, usize)> {
         let t = ctx.tensor(id)?;
         let l = t.layout();
         if !l.is_contiguous() {
@@ -300,34 +310,20 @@ impl CudaStorage {
         if t.view_offs().checked_add(n).is_none_or(|e| e > len) {
             return Err(Error::internal("view outside its storage"));
         }
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let from = start + t.view_offs();
-        self.dev.stream.clone_dtoh(&buf.slice(from..from + n)).map_err(cuda_err("download"))
+        Ok((buf, start + t.view_offs(), n))
     }
 
     /// [`CudaStorage::read_bytes`] into `out` (their size): one synchronous
     /// copy, at full speed when `out` is pinned memory.
     pub fn read_bytes_into(&self, ctx: &Context, id: TensorId, out: &mut [u8]) -> Result<()> {
         let _stream = self.dev.exclusive()?;
-        let t = ctx.tensor(id)?;
-        let l = t.layout();
-        if !l.is_contiguous() {
-            return Err(Error::NotContiguous { op: "read_bytes", ne: l.ne, nb: l.nb, dtype: l.dtype });
-        }
-        let (buf, start, len) = self.root_slice(ctx, id)?;
-        let n = l.nbytes();
-        if t.view_offs().checked_add(n).is_none_or(|e| e > len) {
-            return Err(Error::internal("view outside its storage"));
-        }
+        let (buf, from, n) = self.contiguous_range(ctx, id)?;
         if out.len() != n {
             return Err(Error::DataSize { name: ctx.label(id), expected: n, found: out.len() });
         }
         if n == 0 {
             return Ok(());
         }
-        let from = start + t.view_offs();
         self.dev.stream.memcpy_dtoh(&buf.slice(from..from + n), out).map_err(cuda_err("download"))
     }
 
