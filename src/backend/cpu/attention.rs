@@ -40,6 +40,10 @@ impl Dims {
     }
 }
 
+/// Key and value rows asked for this many positions ahead: a cached row is a
+/// few lines a whole position apart, a stride the hardware follows poorly.
+const AHEAD: usize = 16;
+
 /// `dst[:, h, i, s] = softmax(scale·q·kᵀ + slope·mask)·v` for every query row `i`,
 /// head `h` and sequence `s` (see [`crate::Context::flash_attn_ext`]); head `h`'s
 /// sink, if given, joins the maximum and the sum of its softmax.
@@ -100,6 +104,10 @@ pub(crate) fn flash_attn(
                         *sc = f32::NEG_INFINITY;
                         continue;
                     }
+                    if hh == 0 {
+                        // the first head fetches the keys for all of its group
+                        dot::prefetch(k.row((j + AHEAD) as i64, kh as i64, sq), krow);
+                    }
                     // SAFETY: key row (j, kh, seq) is krow packed bytes inside k.
                     let kr = unsafe { std::slice::from_raw_parts(k.row(j as i64, kh as i64, sq), krow) };
                     let x = kdot(n.d, kr, &s.q) * p.scale;
@@ -116,6 +124,7 @@ pub(crate) fn flash_attn(
             }
             s.acc.fill(0.0);
             for j in 0..n.n_kv {
+                dot::prefetch(v.row((j + AHEAD) as i64, kh as i64, sq), vrow);
                 let mut widened = false;
                 for (hh, head) in s.heads.iter_mut().enumerate() {
                     let sc = s.scores[hh * n.n_kv + j];

@@ -53,9 +53,10 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
     // repacked weights take the tile at every row count: no per-call packing to amortize
     let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some() || ex.tiles_always) && k > 0);
-    // F32 weights below the GEMM's row count, F16 from two rows: blocks of dots where the CPU has them
+    // F32, F16 and BF16 weights below the GEMM's row count, a single row too: blocks of
+    // dots where the CPU has them (one activation row feeds eight weight rows' sums)
     let blocks_of_dots =
-        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 2 && dot::f32_block::supported();
+        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 1 && dot::f32_block::supported();
     let wide_blocks = dot::f32_block::wide();
     // the blocks read F32 activations: F16/BF16 ones rounded to the weight type
     // (their dot partner) and widened back once here, not for every weight block
@@ -131,6 +132,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 // on AVX2): shapes of at most 24 (12) accumulators, the values not
                 // depending on the shape
                 let run = match (wide_blocks, n1) {
+                    (true, 1) => blocks.run::<8, 1>(wrow, act, put),
                     (true, 2) => blocks.run::<8, 2>(wrow, act, put),
                     (true, 3) => blocks.run::<7, 3>(wrow, act, put),
                     (true, 4) => blocks.run::<6, 4>(wrow, act, put),
@@ -138,6 +140,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                     (true, 7 | 8) => blocks.run::<3, 8>(wrow, act, put),
                     (true, _) => blocks.run::<4, 6>(wrow, act, put),
                     // AVX2: at most 12 accumulators of its 16 registers
+                    (false, 1) => blocks.run::<4, 1>(wrow, act, put),
                     (false, 2) => blocks.run::<4, 2>(wrow, act, put),
                     (false, 3) => blocks.run::<3, 3>(wrow, act, put),
                     (false, 5) => blocks.run::<2, 5>(wrow, act, put),

@@ -6,7 +6,11 @@
 //! (weights and their activations of the same type, ggml's dot partner) are
 //! widened as they load; the products are exact in f32, as in their dot kernels.
 //! Below the GEMM's row count this is the F32 path, and the F16 and BF16 path
-//! from two activation rows.
+//! from one activation row (8 × 1 at AVX-512: a converted activation vector feeds
+//! eight weight rows, where the dot kernel converted it for each). Each weight row
+//! asks for its bytes [`PREFETCH_AHEAD`] on where the CPU gains by it
+//! ([`crate::quant::prefetch`]): eight rows read side by side are eight short
+//! streams.
 
 use super::common::SimdLevel;
 
@@ -78,6 +82,10 @@ pub(crate) unsafe fn dot_block<const R: usize, const C: usize, const T: u8>(
     None
 }
 
+/// Bytes ahead of the values in use that each weight row asks for, where the
+/// CPU gains by it ([`crate::quant::prefetch`]).
+const PREFETCH_AHEAD: usize = 1024;
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn avx512<const R: usize, const C: usize, const T: u8>(
@@ -111,7 +119,14 @@ unsafe fn avx512<const R: usize, const C: usize, const T: u8>(
         }
     };
     let full = k / 16 * 16;
+    let size = if T == F32 { 4 } else { 2 };
+    let ahead = crate::quant::prefetch::enabled();
     for i in (0..full).step_by(16) {
+        if ahead && (i * size) % 64 == 0 {
+            for p in w {
+                super::prefetch(p.wrapping_add(i * size + PREFETCH_AHEAD), 1);
+            }
+        }
         step(i, 0xFFFF, &mut acc);
     }
     if full < k {
@@ -151,7 +166,13 @@ unsafe fn avx2<const R: usize, const C: usize, const T: u8>(
     };
     let mut acc = [[_mm256_setzero_ps(); R]; C];
     let full = k / 8 * 8;
+    let ahead = crate::quant::prefetch::enabled();
     for i in (0..full).step_by(8) {
+        if ahead && (i * size) % 64 == 0 {
+            for p in w {
+                super::prefetch(p.wrapping_add(i * size + PREFETCH_AHEAD), 1);
+            }
+        }
         step(w.map(|p| p.add(i * size)), a.map(|p| p.add(i * 4)), &mut acc);
     }
     if full < k {

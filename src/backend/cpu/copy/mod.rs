@@ -2,6 +2,7 @@
 //! logical order (`ne[0]` fastest); plain types convert in [`plain`], and a
 //! block-quantized side goes through f32 in [`quant`].
 
+mod halves;
 mod plain;
 mod quant;
 

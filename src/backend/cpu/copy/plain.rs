@@ -6,6 +6,7 @@
 
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
+use super::halves;
 use crate::backend::cpu::mem::{Exec, Scalar, Strided, StridedMut};
 use crate::error::Result;
 
@@ -68,10 +69,14 @@ unsafe fn convert_row(d: *mut u8, sd: Scalar, dnb: usize, s: *const u8, ss: Scal
         if dsz && ssz {
             match (ss, sd) {
                 _ if ss == sd => std::ptr::copy(s, d, n * elem_size(sd)),
-                (Scalar::F32, Scalar::F16) => std::slice::from_raw_parts_mut(d.cast::<f16>(), n)
-                    .convert_from_f32_slice(std::slice::from_raw_parts(s.cast::<f32>(), n)),
-                (Scalar::F16, Scalar::F32) => std::slice::from_raw_parts(s.cast::<f16>(), n)
-                    .convert_to_f32_slice(std::slice::from_raw_parts_mut(d.cast::<f32>(), n)),
+                (Scalar::F32, Scalar::F16) => halves::from_f32(
+                    std::slice::from_raw_parts_mut(d.cast::<f16>(), n),
+                    std::slice::from_raw_parts(s.cast::<f32>(), n),
+                ),
+                (Scalar::F16, Scalar::F32) => halves::to_f32(
+                    std::slice::from_raw_parts_mut(d.cast::<f32>(), n),
+                    std::slice::from_raw_parts(s.cast::<f16>(), n),
+                ),
                 (Scalar::F32, Scalar::BF16) => std::slice::from_raw_parts_mut(d.cast::<bf16>(), n)
                     .convert_from_f32_slice(std::slice::from_raw_parts(s.cast::<f32>(), n)),
                 (Scalar::BF16, Scalar::F32) => std::slice::from_raw_parts(s.cast::<bf16>(), n)
