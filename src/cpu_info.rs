@@ -36,6 +36,12 @@ impl CpuInfo {
         INFO.get_or_init(CpuInfo::read)
     }
 
+    /// True on an AMD CPU (`AuthenticAMD`), where some kernel choices differ
+    /// (the software prefetch, the Q4_K tile's smallest batch).
+    pub fn is_amd(&self) -> bool {
+        self.vendor == "AuthenticAMD"
+    }
+
     fn read() -> CpuInfo {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cache = |level: u32| cache_bytes(std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"), level);
@@ -79,14 +85,13 @@ impl CpuInfo {
         let fm = self.family_model.map_or(String::new(), |(f, m)| format!(" family {f} model {m}"));
         let size = |b: Option<usize>| b.map_or("?".to_string(), |b| format!("{} MiB", b as f64 / (1 << 20) as f64));
         format!(
-            "{} ({}{fm}), {}, L2 {}, L3 {}, {} threads, software prefetch {}",
+            "{} ({}{fm}), {}, L2 {}, L3 {}, {} threads",
             self.model,
             self.vendor,
             self.simd.name(),
             size(self.l2_bytes),
             size(self.l3_bytes),
-            self.threads,
-            if crate::quant::prefetch::enabled() { "on" } else { "off" }
+            self.threads
         )
     }
 }

@@ -1,6 +1,7 @@
-//! Where a tensor's bytes live, and what moving them costs: the seeds'
-//! `.to(device)`, made a graph node ([`Context::to_device`]) whose price a
-//! [`Transfer`] states.
+//! Where a tensor's bytes live: the seeds' `.to(device)` is a graph node
+//! ([`Context::to_device`]) whose price a [`Transfer`] states.
+//!
+//! [`Transfer`]: crate::Transfer
 //!
 //! [`Context::to_device`]: crate::Context::to_device
 
@@ -21,47 +22,5 @@ impl fmt::Display for Device {
             Device::Cpu => f.write_str("cpu"),
             Device::Cuda(i) => write!(f, "cuda:{i}"),
         }
-    }
-}
-
-/// One copy of a tensor's bytes between devices: its price.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transfer {
-    /// What crosses (a transfer node, or the root a split run copies).
-    pub tensor: crate::tensor::TensorId,
-    /// Bytes copied.
-    pub bytes: u64,
-    /// Where the bytes were.
-    pub from: Device,
-    /// Where they go.
-    pub to: Device,
-    /// Whether the host side is page-locked memory (DMA straight from it;
-    /// pageable memory is staged by the driver at a fraction of the speed).
-    pub pinned: bool,
-}
-
-impl Transfer {
-    /// `h2d`, `d2h`, `d2d` (between two devices) or `none` (same memory).
-    pub fn direction(&self) -> &'static str {
-        match (self.from, self.to) {
-            (a, b) if a == b => "none",
-            (Device::Cpu, _) => "h2d",
-            (_, Device::Cpu) => "d2h",
-            _ => "d2d",
-        }
-    }
-}
-
-impl fmt::Display for Transfer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} B {}→{} ({})",
-            self.direction(),
-            self.bytes,
-            self.from,
-            self.to,
-            if self.pinned { "pinned" } else { "pageable" }
-        )
     }
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::tensor::TensorId;
 
 pub mod lint;
-mod transfers;
+pub mod transfers;
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 

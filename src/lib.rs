@@ -53,11 +53,12 @@ pub use backend::{
 };
 pub use context::{Context, ContextMark};
 pub use cpu_info::CpuInfo;
-pub use device::{Device, Transfer};
+pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use grad::Gradients;
 pub use graph::lint::LintWarning;
+pub use graph::transfers::Transfer;
 pub use graph::{Dep, Graph};
 pub use host::{Element, HostBuffer};
 pub use layout::{Layout, Overlap};

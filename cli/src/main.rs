@@ -514,7 +514,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
             let types = a.types.as_deref().unwrap_or(&rgml_cli::bench::STREAM_TYPES);
             let (n, reps) = (a.n.unwrap_or(4096), a.reps.unwrap_or(5));
             if !a.json {
-                outln!("CPU: {}", rgml::CpuInfo::get().describe());
+                outln!("CPU: {}", cpu_line());
             }
             let total = rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize));
             rgml_cli::bench::run_stream(a.threads, (n, total), reps, types, a.stream_repack, |r| {
@@ -565,7 +565,7 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         outln!("{}", s.json(&b));
     } else {
         let runs = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
-        outln!("CPU: {}", rgml::CpuInfo::get().describe());
+        outln!("CPU: {}", cpu_line());
         outln!("{}", s.what);
         outln!(
             "prompt     {:>4} tokens: {:>8.1} tok/s  (passes: {})",
@@ -678,4 +678,11 @@ fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool, kv: K
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CPU as `rgml bench` reports it: [`rgml::CpuInfo::describe`] and whether
+/// the kernels prefetch their weights there ([`rgml::quant::prefetch`]).
+fn cpu_line() -> String {
+    let prefetch = if rgml::quant::prefetch::enabled() { "on" } else { "off" };
+    format!("{}, software prefetch {prefetch}", rgml::CpuInfo::get().describe())
 }

@@ -67,7 +67,6 @@ mod ternary;
 #[cfg(test)]
 mod tests;
 pub mod tile;
-mod vendor;
 
 pub use blocks::{
     BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 #[inline]
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| forced().unwrap_or_else(|| !super::vendor::is_amd()))
+    *ON.get_or_init(|| forced().unwrap_or_else(|| !crate::cpu_info::CpuInfo::get().is_amd()))
 }
 
 /// What `RGML_PREFETCH` asks for (`None`: unset, or neither `on` nor `off`,

@@ -174,7 +174,9 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx512, DType::IQ4_NL) => (avx512::MR, 2, avx512::iq4_nl),
         #[cfg(target_arch = "x86_64")]
         // Zen 4 runs one activation row faster through the dot kernel
-        (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, if super::vendor::is_amd() { 2 } else { 1 }, avx512::q4_k),
+        (SimdLevel::Avx512, DType::Q4_K) => {
+            (avx512::MR, if crate::cpu_info::CpuInfo::get().is_amd() { 2 } else { 1 }, avx512::q4_k)
+        }
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
         #[cfg(target_arch = "x86_64")]

@@ -56,7 +56,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     // F32, F16 and BF16 weights below the GEMM's row count, a single row too: blocks of
     // dots where the CPU has them (one activation row feeds eight weight rows' sums)
     let blocks_of_dots =
-        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && n1 >= 1 && dot::f32_block::supported();
+        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && dot::f32_block::supported();
     let wide_blocks = dot::f32_block::wide();
     // the blocks read F32 activations: F16/BF16 ones rounded to the weight type
     // (their dot partner) and widened back once here, not for every weight block
@@ -233,9 +233,8 @@ impl BlockRun {
 /// Q6_K tiles stream at under half the memory's read (their 5- and 6-bit
 /// unpacking is the bottleneck there), where its dot kernels keep up.
 pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) -> bool {
-    let zen4_avx512 = cpu.vendor == "AuthenticAMD"
-        && cpu.family_model.is_some_and(|(family, _)| family == 25)
-        && t.level() == dot::SimdLevel::Avx512;
+    let zen4_avx512 =
+        cpu.is_amd() && cpu.family_model.is_some_and(|(family, _)| family == 25) && t.level() == dot::SimdLevel::Avx512;
     t.packs() && !(zen4_avx512 && matches!(t.weight_type(), DType::Q5_K | DType::Q6_K))
 }
 
