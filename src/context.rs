@@ -369,19 +369,30 @@ impl Context {
     }
 
     /// The header of `id`.
+    #[inline]
     pub fn tensor(&self, id: TensorId) -> Result<&Tensor> {
         self.entry(id).map(|e| &e.tensor)
     }
+    /// Inlined: every node of every compute looks its header up here.
+    #[inline]
     fn entry(&self, id: TensorId) -> Result<&Entry> {
+        match self.entries.get(id.index()) {
+            Some(e) if e.epoch == id.epoch && id.ctx == self.id => Ok(e),
+            _ => Err(self.unknown(id)),
+        }
+    }
+    /// Why `id` names no tensor of this context.
+    #[cold]
+    #[inline(never)]
+    fn unknown(&self, id: TensorId) -> Error {
         if id.ctx != self.id {
-            return Err(Error::UnknownTensor(format!("{id} belongs to context {}, not {}", id.ctx, self.id)));
+            return Error::UnknownTensor(format!("{id} belongs to context {}, not {}", id.ctx, self.id));
         }
         match self.entries.get(id.index()) {
-            Some(e) if e.epoch == id.epoch => Ok(e),
             e if e.is_none_or(|e| e.epoch != id.epoch) && id.epoch < self.epoch() => {
-                Err(Error::UnknownTensor(format!("{id} was dropped by Context::truncate")))
+                Error::UnknownTensor(format!("{id} was dropped by Context::truncate"))
             }
-            _ => Err(Error::UnknownTensor(id.to_string())),
+            _ => Error::UnknownTensor(id.to_string()),
         }
     }
     fn entry_mut(&mut self, id: TensorId) -> Result<&mut Entry> {

@@ -172,7 +172,7 @@ impl Layout {
         self.is_contiguous_from(1)
     }
     /// ggml's `ggml_is_contiguous_m_n(t, m, 4)`: dims `1..=m` may have any stride.
-    #[inline]
+    #[inline(always)]
     fn is_contiguous_from(&self, m: usize) -> bool {
         let ts = self.dtype.type_size();
         if self.dtype.is_quantized() && self.block_dim != 0 {

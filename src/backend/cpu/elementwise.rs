@@ -7,7 +7,7 @@
 //! written, by one thread.
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
-use super::vexp;
+use super::{stream, vexp};
 use crate::error::Result;
 use crate::op::{BinaryOp, GluOp, UnaryOp};
 use crate::quant::dot::SimdLevel;
@@ -96,20 +96,36 @@ fn all_f32(ls: &[&crate::layout::Layout]) -> bool {
     ls.iter().all(|l| l.dtype == crate::dtype::DType::F32)
 }
 
+/// True when `dst` is not written in place over one of `srcs` (a streamed
+/// store may then bypass the caches; in place, the lines are already there).
+fn fresh(dst: &StridedMut, srcs: &[&Strided]) -> bool {
+    srcs.iter().all(|s| !std::ptr::eq(s.ptr(), dst.ptr()))
+}
+
 fn binary_with<F>(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, f: F) -> Result<()>
 where
     F: Fn(f32, f32) -> f32 + Sync + Send + Copy,
 {
     let ne = dst.l.ne;
     let f32s = all_f32(&[&dst.l, &a.l, &b.l]);
+    // F32 paths only (4 bytes a value): what the node moves, in bytes
+    let streamed = |bytes: usize| stream::pays(bytes) && fresh(&dst, &[&a, &b]);
     if f32s && a.l.ne == b.l.ne && dst.l.is_contiguous() && a.l.is_contiguous() && b.l.is_contiguous() {
         let n = dst.l.nelements() as usize;
+        let streamed = streamed(n.saturating_mul(12));
         ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
             let (lo, hi) = (chunks.start * CHUNK, (chunks.end * CHUNK).min(n));
             let (d, x, y) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>(), b.ptr().cast::<f32>());
             // SAFETY: all three are packed F32 of n elements inside their buffers;
-            // d may equal x or y exactly (in place), never partly.
-            unsafe { zip_f32(d.add(lo), x.add(lo), y.add(lo), hi - lo, f) }
+            // d may equal x or y exactly (in place, never streamed), never partly.
+            unsafe {
+                if streamed {
+                    stream::zip_f32(d.add(lo), x.add(lo), y.add(lo), hi - lo, f);
+                    stream::fence();
+                } else {
+                    zip_f32(d.add(lo), x.add(lo), y.add(lo), hi - lo, f)
+                }
+            }
         });
         return Ok(());
     }
@@ -121,6 +137,8 @@ where
     let bne = b.l.ne;
     let ne0 = ne[0] as usize;
     let packed = f32s && dst.packed_rows() && a.packed_rows() && b.packed_rows();
+    // `b` tiled: a row, a few, or as many as `a`; its share left out
+    let streamed = packed && streamed((dst.l.nelements() as usize).saturating_mul(8));
     ex.for_ranges(dst.l.nrows() as usize, ne0, |rows| {
         for r in rows {
             let [i1, i2, i3] = dst.l.row_index(r as i64);
@@ -130,7 +148,9 @@ where
             // SAFETY: rows (i1,i2,i3) of dst and a and the tiled row of b exist;
             // this thread alone writes dst's row.
             unsafe {
-                if packed {
+                if streamed && bne[0] as usize == ne0 {
+                    stream::zip_f32(d.cast(), x.cast(), y.cast(), ne0, f);
+                } else if packed {
                     row_f32(d.cast(), x.cast(), y.cast(), ne0, bne[0] as usize, f);
                 } else {
                     let (dn, an, bn) = (dst.l.nb[0], a.l.nb[0], b.l.nb[0]);
@@ -140,6 +160,9 @@ where
                     }
                 }
             }
+        }
+        if streamed {
+            stream::fence();
         }
     });
     Ok(())
@@ -313,11 +336,20 @@ where
     let f32s = all_f32(&[&dst.l, &a.l]);
     if f32s && dst.l.is_contiguous() && a.l.is_contiguous() {
         let n = dst.l.nelements() as usize;
+        let streamed = stream::pays(n.saturating_mul(8)) && fresh(&dst, &[&a]);
         ex.for_ranges(n.div_ceil(CHUNK), CHUNK, |chunks| {
             let (lo, hi) = (chunks.start * CHUNK, (chunks.end * CHUNK).min(n));
             let (d, x) = (dst.ptr().cast::<f32>(), a.ptr().cast::<f32>());
-            // SAFETY: both are packed F32 of n elements; d may equal x exactly.
-            unsafe { map_f32(d.add(lo), x.add(lo), hi - lo, f) }
+            // SAFETY: both are packed F32 of n elements; d may equal x exactly
+            // (in place, never streamed).
+            unsafe {
+                if streamed {
+                    stream::map_f32(d.add(lo), x.add(lo), hi - lo, f);
+                    stream::fence();
+                } else {
+                    map_f32(d.add(lo), x.add(lo), hi - lo, f)
+                }
+            }
         });
         return Ok(());
     }

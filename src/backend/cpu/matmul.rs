@@ -24,9 +24,23 @@ const B_CHUNK: usize = 32;
 /// How many weight rows ahead one activation row's dots prefetch.
 const ROW_PREFETCH_AHEAD: usize = 2;
 
-/// Activation rows from which F32 weights go through the blocked GEMM (below
-/// it the dot kernels win: W4 at N=16 ran at 50 GFLOP/s by dots, 35 by GEMM).
+/// Activation rows from which F32 weights may go through the blocked GEMM.
 const GEMM_MIN_ROWS: i64 = 32;
+/// Activation rows from which F32 weights go through the blocked GEMM whatever
+/// their shape (see [`gemm_pays`]).
+const GEMM_ALWAYS_ROWS: i64 = 512;
+
+/// Whether `n` activation rows against F32 weights rows of `k` go through the
+/// blocked GEMM rather than the blocks of dots. The GEMM first packs the
+/// weights across their rows (a transposing copy, as slow as the products of
+/// hundreds of rows), then runs an outer-product kernel faster than dots; the
+/// dots read rows as they lie but sum each output across its vector, which
+/// costs more the shorter the rows. So the GEMM from `k / 2` rows, bounded to
+/// [`GEMM_MIN_ROWS`]..=[`GEMM_ALWAYS_ROWS`] (measured crossovers: 256 rows at
+/// k = 512, 512 at k = 1024 and 4096, under 256 at k = 64–256).
+fn gemm_pays(n: i64, k: i64) -> bool {
+    n >= (k / 2).clamp(GEMM_MIN_ROWS, GEMM_ALWAYS_ROWS)
+}
 
 /// Multiply-adds (m·n·k, per matrix) from which the blocked GEMM runs on the
 /// gemm pool's threads.
@@ -41,7 +55,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     }
     // a repacked stack of matrices is read one matrix at a time (`mul_mat_id`)
     let packed = packed.filter(|_| ane[2] * ane[3] == 1);
-    if a.l.dtype == crate::dtype::DType::F32 && ne[1] >= GEMM_MIN_ROWS && ane[0] > 0 {
+    if a.l.dtype == crate::dtype::DType::F32 && gemm_pays(ne[1], ane[0]) && ane[0] > 0 {
         return gemm_f32(ex, dst, a, b);
     }
     let k = ane[0] as usize;

@@ -25,6 +25,7 @@ mod shape;
 mod softmax;
 mod sort;
 mod storage;
+mod stream;
 mod vexp;
 
 pub use backend::{CpuBackend, CpuRules, MAX_THREADS_PER_CORE};

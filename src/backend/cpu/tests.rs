@@ -258,3 +258,47 @@ fn repacking_follows_the_cpu_it_runs_on() {
         }
     }
 }
+
+/// The streamed (non-temporal) paths of the elementwise kernels and the F32→F16
+/// copy, forced on small tensors at odd sizes and offsets: the same values as
+/// a plain loop, in place and broadcast included.
+#[test]
+fn streamed_stores_write_what_plain_stores_write() {
+    use super::elementwise;
+    use crate::op::{BinaryOp, UnaryOp};
+    super::stream::FORCED_IN_TESTS.store(true, std::sync::atomic::Ordering::Relaxed);
+    let pool = pool();
+    for (n0, n1, off) in [(37i64, 5i64, 1usize), (64, 3, 0), (1000, 7, 3), (5, 2, 2)] {
+        let n = (n0 * n1) as usize;
+        let xs: Vec<f32> = (0..n + off).map(|i| i as f32 * 0.25 - 7.0).collect();
+        let ys: Vec<f32> = (0..n + off).map(|i| (i % 13) as f32 + 0.5).collect();
+        let l = Layout::contiguous(DType::F32, [n0, n1, 1, 1]).unwrap();
+        let row = Layout::contiguous(DType::F32, [n0, 1, 1, 1]).unwrap();
+        let src = |v: &[f32], l: Layout| Strided::new(v[off..].as_ptr().cast(), (v.len() - off) * 4, 0, l).unwrap();
+        pool.session(|session| {
+            let ex = Exec { pool: Some(session), gemm: None, tiles_always: false };
+            // a fresh destination, misaligned by `off` floats
+            let mut out = vec![f32::NAN; n + off];
+            let d = StridedMut::new(out[off..].as_mut_ptr().cast(), n * 4, 0, l).unwrap();
+            elementwise::binary(&ex, BinaryOp::Sub, d, src(&xs, l), src(&ys, l)).unwrap();
+            assert!((0..n).all(|i| out[off + i] == xs[off + i] - ys[off + i]), "sub {n0}x{n1}");
+            // a broadcast row
+            elementwise::binary(&ex, BinaryOp::Mul, d, src(&xs, l), src(&ys, row)).unwrap();
+            assert!((0..n).all(|i| out[off + i] == xs[off + i] * ys[off + i % n0 as usize]), "mul row {n0}x{n1}");
+            // a unary op
+            elementwise::unary(&ex, UnaryOp::Neg, d, src(&xs, l)).unwrap();
+            assert!((0..n).all(|i| out[off + i] == -xs[off + i]), "neg {n0}x{n1}");
+            // in place: the destination is the first source
+            let mut acc = xs.clone();
+            let d = StridedMut::new(acc[off..].as_mut_ptr().cast(), n * 4, 0, l).unwrap();
+            elementwise::binary(&ex, BinaryOp::Add, d, d.as_src(), src(&ys, l)).unwrap();
+            assert!((0..n).all(|i| acc[off + i] == xs[off + i] + ys[off + i]), "add in place {n0}x{n1}");
+            // F32 → F16, rows of the destination misaligned by `off` halves
+            let mut h = vec![f16::NAN; n + off];
+            let hl = Layout::contiguous(DType::F16, [n0, n1, 1, 1]).unwrap();
+            let d = StridedMut::new(h[off..].as_mut_ptr().cast(), n * 2, 0, hl).unwrap();
+            copy::copy(&ex, "test", d, src(&xs, l)).unwrap();
+            assert!((0..n).all(|i| h[off + i].to_bits() == f16::from_f32(xs[off + i]).to_bits()), "f16 {n0}x{n1}");
+        });
+    }
+}

@@ -8,6 +8,7 @@ use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 use super::halves;
 use crate::backend::cpu::mem::{Exec, Scalar, Strided, StridedMut};
+use crate::backend::cpu::stream;
 use crate::error::Result;
 
 /// Side of the square tiles of the transposing copy (elements).
@@ -40,14 +41,23 @@ pub(super) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -
     if dst.l.ne[0] == src.l.ne[0] {
         // element k = r*ne0 + i0 in both: row r maps to row r
         let (ne0, nrows) = (dst.l.ne[0] as usize, dst.l.nrows());
+        let streamed = (ss, sd) == (Scalar::F32, Scalar::F16)
+            && dst.packed_rows()
+            && src.packed_rows()
+            && stream::pays(dst.l.nbytes().saturating_add(src.l.nbytes()));
         ex.for_ranges(nrows as usize, ne0, |rows| {
             for r in rows {
                 let r = r as i64;
                 // SAFETY: row r exists in both (same row count), lies in its buffer,
-                // and this thread alone writes dst's row r.
+                // and this thread alone writes dst's row r; packed where streamed.
                 unsafe {
-                    convert_row(dst.row_at(r), sd, dst.l.nb[0], src.row_at(r), ss, src.l.nb[0], ne0);
+                    if !streamed || !stream::f16_from_f32(dst.row_at(r).cast(), src.row_at(r).cast(), ne0) {
+                        convert_row(dst.row_at(r), sd, dst.l.nb[0], src.row_at(r), ss, src.l.nb[0], ne0);
+                    }
                 }
+            }
+            if streamed {
+                stream::fence();
             }
         });
         return Ok(());
