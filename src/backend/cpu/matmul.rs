@@ -67,10 +67,14 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     let (m, n1) = (ne[0] as usize, ne[1] as usize);
     // repacked weights take the tile at every row count: no per-call packing to amortize
     let tile = tile::tile_kernel(wt).filter(|t| (n1 >= t.min_rows() || packed.is_some() || ex.tiles_always) && k > 0);
-    // F32, F16 and BF16 weights below the GEMM's row count, a single row too: blocks of
-    // dots where the CPU has them (one activation row feeds eight weight rows' sums)
-    let blocks_of_dots =
-        tile.is_none() && matches!(wt, DType::F32 | DType::F16 | DType::BF16) && dot::f32_block::supported();
+    // F32, F16 and BF16 weights below the GEMM's row count: blocks of dots where the
+    // CPU has them. A single row too where the dots prefetch (one activation row feeds
+    // eight weight rows' sums, each row asked for ahead); where the hardware's stream
+    // prefetch is left to it (AMD), one row at a time is the stream it follows best
+    let blocks_of_dots = tile.is_none()
+        && matches!(wt, DType::F32 | DType::F16 | DType::BF16)
+        && dot::f32_block::supported()
+        && (n1 >= 2 || crate::quant::prefetch::enabled());
     let wide_blocks = dot::f32_block::wide();
     // the blocks read F32 activations: F16/BF16 ones rounded to the weight type
     // (their dot partner) and widened back once here, not for every weight block
@@ -245,11 +249,19 @@ impl BlockRun {
 /// on the file's layout the weights stay in place. AMD's family 25 (Zen 4)
 /// runs 512-bit instructions as two 256-bit halves, and its repacked Q5_K and
 /// Q6_K tiles stream at under half the memory's read (their 5- and 6-bit
-/// unpacking is the bottleneck there), where its dot kernels keep up.
+/// unpacking is the bottleneck there), where its dot kernels keep up. AMD's
+/// cores at AVX2 width run the repacked tiles of one activation row slower
+/// than the memory delivers (compute-bound: Q8_0, Q4_K and Q5_K at 0.65–0.8 of
+/// the read) where the dots of Q8_0 and the k-quants keep up, so those stay in
+/// place there too.
 pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) -> bool {
+    let w = t.weight_type();
     let zen4_avx512 =
         cpu.is_amd() && cpu.family_model.is_some_and(|(family, _)| family == 25) && t.level() == dot::SimdLevel::Avx512;
-    t.packs() && !(zen4_avx512 && matches!(t.weight_type(), DType::Q5_K | DType::Q6_K))
+    let amd_avx2 = cpu.is_amd() && t.level() == dot::SimdLevel::Avx2;
+    t.packs()
+        && !(zen4_avx512 && matches!(w, DType::Q5_K | DType::Q6_K))
+        && !(amd_avx2 && matches!(w, DType::Q8_0 | DType::Q4_K | DType::Q5_K))
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],
