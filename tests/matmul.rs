@@ -1,7 +1,7 @@
 //! `mul_mat` on every path: the per-row dot kernels (small batches, every
 //! weight type), the register-tiled kernels (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
 //! from a few rows) and the blocked GEMM (F32 weights, batches from 32 rows, or
-//! from half the row length for longer rows),
+//! from half the row length for rows of 256 values or more),
 //! against an f64 reference built from the dequantized weights and the
 //! activations rounded the way ggml rounds them (to the weight's dot partner).
 //! The i-quants, which have no quantizer, multiply random valid blocks.
@@ -113,7 +113,7 @@ fn check(wt: DType, k: usize, m: usize, n: usize, batch: [i64; 2], ratio: [i64; 
 
 #[test]
 fn f32_gemm_path_at_odd_sizes_and_layouts() {
-    // (600, 21, 100): long rows keep a batch of 100 on the blocks of dots; 301 on the GEMM
+    // (600, 21, 100): long rows keep a batch of 100 on the blocks of dots; 301 goes to the GEMM
     for &(k, m, n) in &[(45, 19, 37), (1, 3, 16), (1, 3, 32), (64, 5, 31), (130, 70, 65), (600, 21, 100), (600, 9, 301)]
     {
         check(DType::F32, k, m, n, [1, 1], [1, 1], false);

@@ -201,8 +201,13 @@ enum Wide {
 }
 
 impl Wide {
+    /// The width, found once (every elementwise node asks).
     #[inline(always)]
     fn detect() -> Wide {
+        static WIDE: std::sync::OnceLock<Wide> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(Wide::find)
+    }
+    fn find() -> Wide {
         #[cfg(target_arch = "x86_64")]
         {
             // with FMA, so that `mul_add` (SiLU's exp) is one instruction there

@@ -30,16 +30,18 @@ const GEMM_MIN_ROWS: i64 = 32;
 /// their shape (see [`gemm_pays`]).
 const GEMM_ALWAYS_ROWS: i64 = 512;
 
-/// Whether `n` activation rows against F32 weights rows of `k` go through the
-/// blocked GEMM rather than the blocks of dots. The GEMM first packs the
-/// weights across their rows (a transposing copy, as slow as the products of
-/// hundreds of rows), then runs an outer-product kernel faster than dots; the
-/// dots read rows as they lie but sum each output across its vector, which
-/// costs more the shorter the rows. So the GEMM from `k / 2` rows, bounded to
-/// [`GEMM_MIN_ROWS`]..=[`GEMM_ALWAYS_ROWS`] (measured crossovers: 256 rows at
-/// k = 512, 512 at k = 1024 and 4096, under 256 at k = 64–256).
+/// Whether `n` activation rows against F32 weight rows of `k` values go
+/// through the blocked GEMM rather than the blocks of dots. The GEMM first
+/// packs the weights across their rows (a transposing copy whose reads stride
+/// a row apart: slow once rows are long), then runs an outer-product kernel
+/// faster than dots; the dots read rows as they lie but sum each output across
+/// its vector, which costs more the shorter the rows. So short rows (under
+/// 256 values) take the GEMM from [`GEMM_MIN_ROWS`], longer ones from `k / 2`
+/// rows up to [`GEMM_ALWAYS_ROWS`] (measured crossovers, Zen 4: 32 rows at
+/// k = 128, about 128 at k = 256, 256 at 512, 512 from 1024 on).
 fn gemm_pays(n: i64, k: i64) -> bool {
-    n >= (k / 2).clamp(GEMM_MIN_ROWS, GEMM_ALWAYS_ROWS)
+    let from = if k < 256 { GEMM_MIN_ROWS } else { (k / 2).clamp(GEMM_MIN_ROWS, GEMM_ALWAYS_ROWS) };
+    n >= from
 }
 
 /// Multiply-adds (m·n·k, per matrix) from which the blocked GEMM runs on the

@@ -20,18 +20,23 @@ use std::sync::OnceLock;
 /// stores: past the L3's size, a sequential pass leaves none of the destination
 /// cached for the next node's sequential read (the least recently used lines go
 /// first: the ones that read needs first).
+#[inline]
 pub(crate) fn pays(bytes: usize) -> bool {
-    if !supported() {
-        return false;
-    }
     #[cfg(test)]
     if FORCED_IN_TESTS.load(std::sync::atomic::Ordering::Relaxed) {
-        return true;
+        return supported();
     }
-    match forced() {
-        Some(on) => on,
-        None => crate::cpu_info::CpuInfo::get().l3_bytes.is_some_and(|l3| bytes > l3),
-    }
+    bytes > threshold()
+}
+
+/// The bytes past which [`pays`] says yes, decided once (every node asks).
+fn threshold() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| match (supported(), forced()) {
+        (false, _) | (true, Some(false)) => usize::MAX,
+        (true, Some(true)) => 0,
+        (true, None) => crate::cpu_info::CpuInfo::get().l3_bytes.unwrap_or(usize::MAX),
+    })
 }
 
 /// The unit tests' `RGML_STREAM_STORES=on`: the kernels' streamed paths on
@@ -71,8 +76,13 @@ enum Level {
 }
 
 impl Level {
+    /// The level, found once.
     #[inline(always)]
     fn detect() -> Level {
+        static LEVEL: OnceLock<Level> = OnceLock::new();
+        *LEVEL.get_or_init(Level::find)
+    }
+    fn find() -> Level {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::quant::dot::SimdLevel;
