@@ -8,8 +8,6 @@
 
 use std::sync::OnceLock;
 
-use crate::quant::dot::SimdLevel;
-
 /// The host CPU, as [`CpuInfo::get`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuInfo {
@@ -121,6 +119,83 @@ fn parse_size(s: &str) -> Option<usize> {
         _ => return None,
     };
     n.checked_mul(scale)
+}
+
+/// An instruction-set level a kernel can be built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Portable Rust, the reference.
+    Scalar,
+    /// x86-64 AVX2 with FMA and F16C (256-bit vectors).
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL with VNNI on top of [`SimdLevel::Avx2`]: 512-bit
+    /// float kernels, `vpdpbusd`/`vpdpwssd` in the integer ones.
+    Avx512,
+}
+
+impl SimdLevel {
+    /// Every level, slowest first.
+    pub const ALL: [SimdLevel; 3] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512];
+
+    /// Whether this CPU can run kernels of this level (runtime detection).
+    pub fn is_supported(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => {
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                SimdLevel::Avx2.is_supported()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The best level this CPU supports up to [`SimdLevel::cap`], detected
+    /// once per process.
+    pub fn detect() -> SimdLevel {
+        static BEST: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| {
+            let cap = SimdLevel::cap();
+            SimdLevel::ALL.into_iter().rev().find(|&l| l <= cap && l.is_supported()).unwrap_or(SimdLevel::Scalar)
+        })
+    }
+
+    /// The highest level the CPU kernels may use: `RGML_SIMD` (`scalar`,
+    /// `avx2` or `avx512`, as PyTorch's `ATEN_CPU_CAPABILITY`) to run a
+    /// narrower CPU's kernels on this one, else [`SimdLevel::Avx512`]. Read
+    /// once per process; another value is ignored with a warning on stderr.
+    pub fn cap() -> SimdLevel {
+        static CAP: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
+        *CAP.get_or_init(|| match std::env::var("RGML_SIMD") {
+            Err(_) => SimdLevel::Avx512,
+            Ok(v) => SimdLevel::parse(&v).unwrap_or_else(|| {
+                eprintln!("warning: RGML_SIMD={v:?} is not scalar, avx2 or avx512; ignored");
+                SimdLevel::Avx512
+            }),
+        })
+    }
+
+    /// The level's `RGML_SIMD` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+
+    /// A level by its `RGML_SIMD` name (case-insensitive).
+    pub fn parse(name: &str) -> Option<SimdLevel> {
+        SimdLevel::ALL.into_iter().find(|l| l.name().eq_ignore_ascii_case(name))
+    }
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@
 //! written, by one thread.
 
 use super::mem::{Exec, Scalar, Strided, StridedMut};
+use super::width::Wide;
 use super::{stream, vexp};
 use crate::error::Result;
 use crate::op::{BinaryOp, GluOp, UnaryOp};
-use crate::quant::dot::SimdLevel;
 
 /// Flat chunk length (elements) of the packed path.
 const CHUNK: usize = 1 << 14;
@@ -185,42 +185,6 @@ pub(crate) unsafe fn zip_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize
             Wide::Avx2 => zip_avx2(d, x, y, n, f),
             Wide::Base => zip_body(d, x, y, n, f),
         }
-    }
-}
-
-/// The vector width the elementwise loops are compiled for, by runtime detection:
-/// the same loops at 16 or 8 lanes instead of the baseline's 4, which matters when
-/// the operands sit in cache (elementwise ops are exact, so the bits are the same).
-#[derive(Clone, Copy)]
-enum Wide {
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    Base,
-}
-
-impl Wide {
-    /// The width, found once (every elementwise node asks).
-    #[inline(always)]
-    fn detect() -> Wide {
-        static WIDE: std::sync::OnceLock<Wide> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(Wide::find)
-    }
-    fn find() -> Wide {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // with FMA, so that `mul_add` (SiLU's exp) is one instruction there
-            let cap = SimdLevel::cap();
-            let fma = std::arch::is_x86_feature_detected!("fma");
-            if fma && cap >= SimdLevel::Avx512 && std::arch::is_x86_feature_detected!("avx512f") {
-                return Wide::Avx512;
-            }
-            if fma && cap >= SimdLevel::Avx2 && std::arch::is_x86_feature_detected!("avx2") {
-                return Wide::Avx2;
-            }
-        }
-        Wide::Base
     }
 }
 

@@ -27,6 +27,7 @@ mod sort;
 mod storage;
 mod stream;
 mod vexp;
+mod width;
 
 pub use backend::{CpuBackend, CpuRules, MAX_THREADS_PER_CORE};
 pub use storage::CpuStorage;

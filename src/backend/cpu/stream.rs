@@ -15,6 +15,8 @@
 
 use std::sync::OnceLock;
 
+use super::width::Wide;
+
 /// True when a node that moves `bytes` (its destination's and its sources',
 /// summed: an estimate will do) into a fresh destination (not in place) should use streaming
 /// stores: past the L3's size, a sequential pass leaves none of the destination
@@ -47,7 +49,7 @@ pub(crate) static FORCED_IN_TESTS: std::sync::atomic::AtomicBool = std::sync::at
 /// Whether this CPU has the streamed loops (AVX2 or AVX-512 at the level the
 /// kernels run at).
 fn supported() -> bool {
-    !matches!(Level::detect(), Level::None)
+    !matches!(Wide::detect(), Wide::Base)
 }
 
 /// What `RGML_STREAM_STORES` asks for, read once (anything but `on`/`off` is
@@ -63,39 +65,6 @@ fn forced() -> Option<bool> {
         }
         Err(_) => None,
     })
-}
-
-/// The vector width of the streamed loops.
-#[derive(Clone, Copy)]
-enum Level {
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    None,
-}
-
-impl Level {
-    /// The level, found once.
-    #[inline(always)]
-    fn detect() -> Level {
-        static LEVEL: OnceLock<Level> = OnceLock::new();
-        *LEVEL.get_or_init(Level::find)
-    }
-    fn find() -> Level {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::quant::dot::SimdLevel;
-            let (cap, fma) = (SimdLevel::cap(), std::arch::is_x86_feature_detected!("fma"));
-            if fma && cap >= SimdLevel::Avx512 && std::arch::is_x86_feature_detected!("avx512f") {
-                return Level::Avx512;
-            }
-            if fma && cap >= SimdLevel::Avx2 && std::arch::is_x86_feature_detected!("avx2") {
-                return Level::Avx2;
-            }
-        }
-        Level::None
-    }
 }
 
 /// Orders this thread's streaming stores before its later stores (the pool's
@@ -119,12 +88,12 @@ pub(crate) fn fence() {
 pub(crate) unsafe fn zip_f32(d: *mut f32, x: *const f32, y: *const f32, n: usize, f: impl Fn(f32, f32) -> f32) {
     // SAFETY: the contract is passed on; each form runs only where detected.
     unsafe {
-        match Level::detect() {
+        match Wide::detect() {
             #[cfg(target_arch = "x86_64")]
-            Level::Avx512 => x86::zip_avx512(d, x, y, n, f),
+            Wide::Avx512 => x86::zip_avx512(d, x, y, n, f),
             #[cfg(target_arch = "x86_64")]
-            Level::Avx2 => x86::zip_avx2(d, x, y, n, f),
-            Level::None => scalar(d, 0, n, |i| f(*x.add(i), *y.add(i))),
+            Wide::Avx2 => x86::zip_avx2(d, x, y, n, f),
+            Wide::Base => scalar(d, 0, n, |i| f(*x.add(i), *y.add(i))),
         }
     }
 }
@@ -152,27 +121,8 @@ unsafe fn scalar(d: *mut f32, from: usize, to: usize, g: impl Fn(usize) -> f32) 
 }
 
 /// Elements before `d` reaches an `align`-byte boundary (at most `n`).
-fn head(d: *const u8, align: usize, n: usize, elem: usize) -> usize {
+pub(crate) fn head(d: *const u8, align: usize, n: usize, elem: usize) -> usize {
     (d.align_offset(align) / elem).min(n)
-}
-
-/// F32 → F16 with streaming stores (AVX-512 F: sixteen values a conversion,
-/// round to nearest even). False, nothing written, where the CPU has no
-/// AVX-512: the caller then converts as usual.
-///
-/// # Safety
-/// `d` holds `n` halves and `s` `n` floats; they do not overlap; the caller
-/// fences as for [`zip_f32`].
-pub(crate) unsafe fn f16_from_f32(d: *mut half::f16, s: *const f32, n: usize) -> bool {
-    match Level::detect() {
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => {
-            // SAFETY: AVX-512 F is present; the contract is passed on.
-            unsafe { x86::f16_from_f32_avx512(d, s, n) };
-            true
-        }
-        _ => false,
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -216,28 +166,6 @@ mod x86 {
     }
     zip_form!(zip_avx512, "avx512f,fma", 16, _mm512_loadu_ps, _mm512_stream_ps);
     zip_form!(zip_avx2, "avx2,fma", 8, _mm256_loadu_ps, _mm256_stream_ps);
-
-    /// # Safety
-    /// As [`super::f16_from_f32`]; the CPU has AVX-512 F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn f16_from_f32_avx512(d: *mut half::f16, s: *const f32, n: usize) {
-        let h = head(d.cast(), 32, n, 2);
-        // SAFETY: every index stays below n; from `h` on `d` is 32-byte aligned.
-        unsafe {
-            for i in 0..h {
-                *d.add(i) = half::f16::from_f32(*s.add(i));
-            }
-            let mut i = h;
-            while i + 16 <= n {
-                let v = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_loadu_ps(s.add(i)));
-                _mm256_stream_si256(d.add(i).cast(), v);
-                i += 16;
-            }
-            for i in i..n {
-                *d.add(i) = half::f16::from_f32(*s.add(i));
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -264,31 +192,6 @@ mod tests {
                 super::fence();
                 assert!(m[off..off + n].iter().zip(&x).all(|(m, x)| m.to_bits() == (-x).to_bits()));
                 assert!(m[..off].iter().chain(&m[off + n..]).all(|&v| v == -1.0));
-            }
-        }
-    }
-
-    /// The streamed F32→F16 conversion rounds as the `half` crate does, at every
-    /// alignment of the destination.
-    #[test]
-    fn streamed_halves_match_half() {
-        let s: Vec<f32> = (0..300).map(|i| (i as f32 - 150.0) * 1.7e-3 * (i % 5) as f32 + 1e-7).collect();
-        for off in 0..17 {
-            for n in [0, 1, 15, 16, 17, 47, 200] {
-                let mut d = vec![half::f16::from_f32(-3.0); 300];
-                // SAFETY: off + n <= 217 < 300; d and s are separate vectors.
-                if !unsafe { super::f16_from_f32(d.as_mut_ptr().add(off), s.as_ptr(), n) } {
-                    return; // no AVX-512 here: the caller converts as usual
-                }
-                super::fence();
-                for (i, h) in d.iter().enumerate() {
-                    let want = if (off..off + n).contains(&i) {
-                        half::f16::from_f32(s[i - off])
-                    } else {
-                        half::f16::from_f32(-3.0)
-                    };
-                    assert_eq!(h.to_bits(), want.to_bits(), "off {off} n {n} i {i}");
-                }
             }
         }
     }

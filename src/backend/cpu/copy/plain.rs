@@ -51,7 +51,12 @@ pub(super) fn copy(ex: &Exec, op: &'static str, dst: StridedMut, src: Strided) -
                 // SAFETY: row r exists in both (same row count), lies in its buffer,
                 // and this thread alone writes dst's row r; packed where streamed.
                 unsafe {
-                    if !streamed || !stream::f16_from_f32(dst.row_at(r).cast(), src.row_at(r).cast(), ne0) {
+                    let done = streamed
+                        && halves::from_f32_streamed(
+                            std::slice::from_raw_parts_mut(dst.row_at(r).cast::<f16>(), ne0),
+                            std::slice::from_raw_parts(src.row_at(r).cast::<f32>(), ne0),
+                        );
+                    if !done {
                         convert_row(dst.row_at(r), sd, dst.l.nb[0], src.row_at(r), ss, src.l.nb[0], ne0);
                     }
                 }
