@@ -292,7 +292,8 @@ macro_rules! int_kernels {
                 let yd = rdf32(by);
                 let (scales, mins) = k4_prelude(bx, by);
                 acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16t(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
-                let mut sum = _mm256_setzero_si256();
+                // two chains of the 8 multiply-adds, not one: half the latency
+                let (mut sum_lo, mut sum_hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                 for j in 0..4 {
                     let q4 = ld256(bx.add(16 + 32 * j));
                     let lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), ld256(by.add(4 + 64 * j)));
@@ -300,9 +301,10 @@ macro_rules! int_kernels {
                         _mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4),
                         ld256(by.add(36 + 64 * j)),
                     );
-                    sum = madd_acc(sum, lo, pick_words(scales, 2 * j, 2 * j));
-                    sum = madd_acc(sum, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
+                    sum_lo = madd_acc(sum_lo, lo, pick_words(scales, 2 * j, 2 * j));
+                    sum_hi = madd_acc(sum_hi, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
                 }
+                let sum = _mm256_add_epi32(sum_lo, sum_hi);
                 let d = _mm256_set1_ps(yd * f16t(rd16(bx)));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
@@ -322,7 +324,8 @@ macro_rules! int_kernels {
                 acc_m = _mm_fmadd_ps(_mm_set1_ps(yd * f16t(rd16(bx.add(2)))), _mm_cvtepi32_ps(mins), acc_m);
                 // bit g of qh byte l is the fifth bit of value 32g + l
                 let mut qh = ld256(bx.add(16));
-                let mut sum = _mm256_setzero_si256();
+                // two chains of the 8 multiply-adds (as Q4_K's)
+                let (mut sum_lo, mut sum_hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                 for j in 0..4 {
                     let q4 = ld256(bx.add(48 + 32 * j));
                     let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m1));
@@ -332,9 +335,10 @@ macro_rules! int_kernels {
                     let q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4), h1);
                     let lo = _mm256_maddubs_epi16(q0, ld256(by.add(4 + 64 * j)));
                     let hi = _mm256_maddubs_epi16(q1, ld256(by.add(36 + 64 * j)));
-                    sum = madd_acc(sum, lo, pick_words(scales, 2 * j, 2 * j));
-                    sum = madd_acc(sum, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
+                    sum_lo = madd_acc(sum_lo, lo, pick_words(scales, 2 * j, 2 * j));
+                    sum_hi = madd_acc(sum_hi, hi, pick_words(scales, 2 * j + 1, 2 * j + 1));
                 }
+                let sum = _mm256_add_epi32(sum_lo, sum_hi);
                 let d = _mm256_set1_ps(yd * f16t(rd16(bx)));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
@@ -351,8 +355,9 @@ macro_rules! int_kernels {
                 let (bx, by) = (x.add(210 * i), y.add(292 * i));
                 let s16 = _mm256_cvtepi8_epi16(ld128(bx.add(192)));
                 // quants are stored + 32: the - 32 comes back as - 32 Σ_g scale_g · bsum_g
-                let mut sum = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums(by), s16));
-                sum = _mm256_sub_epi32(_mm256_setzero_si256(), sum);
+                let fix = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums(by), s16));
+                // two chains of the 8 multiply-adds, even and odd groups (as Q4_K's)
+                let mut sum = [_mm256_sub_epi32(_mm256_setzero_si256(), fix), _mm256_setzero_si256()];
                 for h in 0..2 {
                     let ql0 = ld256(bx.add(64 * h));
                     let ql1 = ld256(bx.add(64 * h + 32));
@@ -375,9 +380,10 @@ macro_rules! int_kernels {
                     ];
                     for (k, q) in q.into_iter().enumerate() {
                         let p = _mm256_maddubs_epi16(q, ld256(by.add(4 + 128 * h + 32 * k)));
-                        sum = madd_acc(sum, p, group16_scales(s16, h, k));
+                        sum[k % 2] = madd_acc(sum[k % 2], p, group16_scales(s16, h, k));
                     }
                 }
+                let sum = _mm256_add_epi32(sum[0], sum[1]);
                 let d = _mm256_set1_ps(f16t(rd16(bx.add(208))) * rdf32(by));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
             }
