@@ -176,17 +176,23 @@ impl<S: Copy, D: Copy> Bindings<S, D> {
             return Ok(Slot::Idle);
         }
         let first = self.operands.len();
-        let bound: Result<D> = (|| {
-            for &s in t.src() {
-                self.operands.push((s, fresh_src::<K>(run, s)?));
-            }
-            fresh_dst::<K>(run, id, t)
-        })();
-        let (Ok(dst), Ok(start), Ok(end)) = (bound, u32::try_from(first), u32::try_from(self.operands.len())) else {
+        let pushed = self.push_sources::<K>(run, t);
+        let (Ok(()), Ok(dst), Ok(start), Ok(end)) =
+            (pushed, fresh_dst::<K>(run, id, t), u32::try_from(first), u32::try_from(self.operands.len()))
+        else {
             self.operands.truncate(first);
             return Ok(Slot::Fresh);
         };
         Ok(Slot::Bound(Step { op: t.op, dst, srcs: (start, end) }))
+    }
+
+    /// Node `t`'s sources bound, appended to `operands` (up to the first that
+    /// does not bind).
+    fn push_sources<K: Kernels<Src = S, Dst = D>>(&mut self, run: &Run<'_, K::Base>, t: &Tensor) -> Result<()> {
+        for &s in t.src() {
+            self.operands.push((s, fresh_src::<K>(run, s)?));
+        }
+        Ok(())
     }
 
     /// What is known of step `step` (bound by [`Bindings::bind`] first).
