@@ -127,7 +127,7 @@ impl CpuBackend {
     /// Whether this backend repacks mapped weight matrices of type `dtype` on
     /// this CPU: repacking is on, the type's tile kernel has a repacked form at
     /// the CPU's level, and it streams faster than the file's layout there
-    /// (not Q5_K and Q6_K on AMD's Zen 4, whose dot kernels keep up better).
+    /// (not Q6_K on AMD's Zen 4, whose dot kernel keeps up as well).
     pub fn repacks_type(&self, dtype: crate::dtype::DType) -> bool {
         self.repack
             && crate::quant::tile::tile_kernel(dtype)

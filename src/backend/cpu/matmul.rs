@@ -249,9 +249,10 @@ impl BlockRun {
 /// Whether repacking weights for `t` pays on `cpu`: decode streams them
 /// through the repacked tile, so where that runs slower than the dot kernels
 /// on the file's layout the weights stay in place. AMD's family 25 (Zen 4)
-/// runs 512-bit instructions as two 256-bit halves, and its repacked Q5_K and
-/// Q6_K tiles stream at under half the memory's read (their 5- and 6-bit
-/// unpacking is the bottleneck there), where its dot kernels keep up. AMD's
+/// runs 512-bit instructions as two 256-bit halves, and its repacked Q6_K
+/// tile is no faster there than the dot kernel (its 6-bit unpacking is the
+/// bottleneck); Q4_K and Q5_K have a one-row kernel on repacked groups
+/// (`quant::tile`'s `k_single`) about twice as fast as their dots. AMD's
 /// cores at AVX2 width run the repacked tiles of one activation row slower
 /// than the memory delivers (compute-bound: Q8_0, Q4_K and Q5_K at 0.65–0.8 of
 /// the read) where the dots of Q8_0 and the k-quants keep up, so those stay in
@@ -262,7 +263,7 @@ pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) 
         cpu.is_amd() && cpu.family_model.is_some_and(|(family, _)| family == 25) && t.level() == dot::SimdLevel::Avx512;
     let amd_avx2 = cpu.is_amd() && t.level() == dot::SimdLevel::Avx2;
     t.packs()
-        && !(zen4_avx512 && matches!(w, DType::Q5_K | DType::Q6_K))
+        && !(zen4_avx512 && w == DType::Q6_K)
         && !(amd_avx2 && matches!(w, DType::Q8_0 | DType::Q4_K | DType::Q5_K))
 }
 

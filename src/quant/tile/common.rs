@@ -147,6 +147,10 @@ pub(super) trait Blocks<P> {
 /// 20.4 GB/s, same minutes).
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 2304;
+fn pf_ahead() -> usize {
+    static A: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *A.get_or_init(|| std::env::var("RGML_PF_AHEAD").ok().and_then(|v| v.parse().ok()).unwrap_or(PREFETCH_AHEAD))
+}
 
 /// Whether the tiles prefetch: as the dot kernels do
 /// ([`crate::quant::prefetch`]), and on AMD too where the tiles are AVX2's
@@ -175,7 +179,7 @@ pub(super) fn prefetch_ahead(p: *const u8, len: usize) {
     }
     for line in 0..len.div_ceil(64) {
         // SAFETY: a prefetch is a hint; it reads nothing and never faults.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * line).cast()) };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(pf_ahead() + 64 * line).cast()) };
     }
 }
 

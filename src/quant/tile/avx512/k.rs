@@ -20,7 +20,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{prefetch_ahead, Blocks, Source};
+use super::super::common::{Blocks, Source};
 use super::lanes::{bcast, byte_picker, Repacked, Rows, MR};
 
 /// Bytes of a Q8_K block.
@@ -30,17 +30,23 @@ pub(super) const KC_K: usize = 4;
 /// Activation rows per register group.
 pub(super) const NR_K: usize = 4;
 
-/// One packed Q4_K/Q5_K super-block of 16 rows: the quants of group `g` (32
-/// values) as 8 vectors like a Q4_0 block, the 6-bit scales (i32 lanes), the
-/// mins twice per lane (two i16, for `vpdpwssd` with a pair of `bsums`), and
-/// `d`, `dmin` as f32.
+/// The scales and mins of a Q4_K/Q5_K super-block of 16 rows: the 6-bit
+/// scales (i32 lanes), the mins twice per lane (two i16, for `vpdpwssd` with
+/// a pair of `bsums`), and `d`, `dmin` as f32.
 #[derive(Clone, Copy)]
-struct PackedK {
-    q: [[__m512i; 8]; 8],
-    sc: [__m512i; 8],
+pub(super) struct HeadK {
+    pub(super) sc: [__m512i; 8],
     mins: [__m512i; 8],
     d: __m512,
     dmin: __m512,
+}
+
+/// One packed Q4_K/Q5_K super-block of 16 rows: the quants of group `g` (32
+/// values) as 8 vectors like a Q4_0 block, and its [`HeadK`].
+#[derive(Clone, Copy)]
+struct PackedK {
+    q: [[__m512i; 8]; 8],
+    head: HeadK,
 }
 
 /// Super-block `b` of 16 Q4_K rows, or Q5_K rows when `FIVE` (whose nibbles
@@ -77,16 +83,15 @@ unsafe fn pack_k4<const FIVE: bool>(s: &impl Source<__m512i>, b: usize) -> Packe
 }
 
 /// The scales, mins, `d` and `dmin` of a Q4_K/Q5_K super-block from its
-/// transposed 16-byte heads `h` (the quants left zero).
+/// transposed 16-byte heads `h`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn decode_head(h: &[__m512i; 4]) -> PackedK {
+pub(super) unsafe fn decode_head(h: &[__m512i; 4]) -> HeadK {
     let half = |v: __m512i| _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-    let mut out = PackedK {
-        q: [[_mm512_setzero_si512(); 8]; 8],
+    let mut out = HeadK {
         sc: [_mm512_setzero_si512(); 8],
         mins: [_mm512_setzero_si512(); 8],
         d: half(h[0]),
@@ -107,47 +112,6 @@ unsafe fn decode_head(h: &[__m512i; 4]) -> PackedK {
     out
 }
 
-/// One activation row against a repacked Q4_K group: each super-block's
-/// quants are split and used as they are loaded (no [`PackedK`] of the whole
-/// super-block, which one row would not reuse), with the arithmetic of
-/// [`group_k4`] in its order.
-///
-/// # Safety
-/// `p` must hold `nb` repacked super-blocks, `a` point at `nb` Q8_K blocks,
-/// and the lanes of `o` in `mask` be writable; the CPU must have AVX-512 VNNI.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn single_q4_k_packed(nb: usize, p: *const u8, a: *const u8, o: *mut f32, mask: __mmask16) {
-    const BLOCK: usize = 144 * MR;
-    let m4 = _mm512_set1_epi8(0x0f);
-    let mut acc = _mm512_setzero_ps();
-    for b in 0..nb {
-        let (q, y) = (p.add(b * BLOCK), a.add(b * QB));
-        prefetch_ahead(q, BLOCK);
-        let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
-        let mut h = [_mm512_setzero_si512(); 4];
-        for (v, hv) in h.iter_mut().enumerate() {
-            *hv = ld(v);
-        }
-        let w = decode_head(&h);
-        let mut isum = _mm512_setzero_si512();
-        for c in 0..4 {
-            // groups 2c (low nibbles) and 2c + 1 (high nibbles) of quant bytes 32c..
-            let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            for e in 0..8 {
-                let t = ld(4 + 8 * c + e);
-                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(t, m4), bcast(y.add(4 + 64 * c + 4 * e)));
-                let th = _mm512_and_si512(_mm512_srli_epi16::<4>(t), m4);
-                hi = _mm512_dpbusd_epi32(hi, th, bcast(y.add(4 + 64 * c + 32 + 4 * e)));
-            }
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, w.sc[2 * c]));
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, w.sc[2 * c + 1]));
-        }
-        acc = finish_k4(acc, isum, &w, y);
-    }
-    _mm512_mask_storeu_ps(o, mask, acc);
-}
-
 /// A Q4_K/Q5_K super-block of 16 rows from its transposed bytes: `h`, the
 /// 16-byte heads (d, dmin, the 12 scale bytes), and `t[c]`, quant bytes
 /// `32c..32c + 32` (lane `r` of vector `e`: bytes `4e..4e + 4` of row `r`).
@@ -158,7 +122,7 @@ unsafe fn single_q4_k_packed(nb: usize, p: *const u8, a: *const u8, o: *mut f32,
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn decode_k4(h: &[__m512i; 4], t: &[[__m512i; 8]; 4]) -> PackedK {
     let m4 = _mm512_set1_epi8(0x0f);
-    let mut out = decode_head(h);
+    let mut out = PackedK { q: [[_mm512_setzero_si512(); 8]; 8], head: decode_head(h) };
     for c in 0..4 {
         for e in 0..8 {
             out.q[2 * c][e] = _mm512_and_si512(t[c][e], m4);
@@ -211,7 +175,7 @@ pub(super) unsafe fn load_acc<const N: usize>(o: [*mut f32; N], mask: __mmask16,
 /// # Safety
 /// `y` must point at a Q8_K block; the CPU must have AVX-512 VNNI.
 #[inline(always)]
-unsafe fn finish_k4(acc: __m512, isum: __m512i, w: &PackedK, y: *const u8) -> __m512 {
+pub(super) unsafe fn finish_k4(acc: __m512, isum: __m512i, w: &HeadK, y: *const u8) -> __m512 {
     let mut mins = _mm512_setzero_si512();
     for (g, m) in w.mins.iter().enumerate() {
         mins = _mm512_dpwssd_epi32(mins, *m, bcast(y.add(260 + 4 * g)));
@@ -242,11 +206,11 @@ unsafe fn group_k4<const N: usize>(pk: &[PackedK], a: [*const u8; N], o: [*mut f
                 for (e, q) in w.q[g].iter().enumerate() {
                     s = _mm512_dpbusd_epi32(s, *q, bcast(p.add(4 * e)));
                 }
-                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(s, w.sc[g]));
+                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(s, w.head.sc[g]));
             }
         }
         for j in 0..N {
-            acc[j] = finish_k4(acc[j], isum[j], w, a[j].add(bi * QB));
+            acc[j] = finish_k4(acc[j], isum[j], &w.head, a[j].add(bi * QB));
         }
     }
     for j in 0..N {
@@ -464,19 +428,5 @@ macro_rules! k_kernels {
 }
 
 k_kernels!(q4_k, q4_k_tiled_packed, K4<false>, 144, 0, PackedK, group_k4);
-k_kernels!(q5_k, q5_k_packed, K4<true>, 176, 0, PackedK, group_k4);
+k_kernels!(q5_k, q5_k_tiled_packed, K4<true>, 176, 0, PackedK, group_k4);
 k_kernels!(q6_k, q6_k_packed, Q6K, 210, 2, Packed6, group_q6);
-
-/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single_q4_k_packed`], more by the tile.
-///
-/// # Safety
-/// The contract of `super::super::common::RawPacked`, at this level.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a] = a {
-        let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
-        return single_q4_k_packed(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), mask);
-    }
-    q4_k_tiled_packed(nb, group, rows, a, out, stride)
-}
