@@ -457,3 +457,39 @@ fn mul_mat_from_min_rows_equals_the_dot_path() {
         }
     }
 }
+
+/// A row's results do not depend on the rows beside it: every kernel, at
+/// every level this CPU has, gives activation row 0 alone (its one-row path)
+/// exactly the bits it gives row 0 among 2..=9 and 37 rows (its register
+/// groups), at 1 block, 33 (past a chunk, where Q4_1 adds its min terms) and
+/// the k-quants' 17 super-blocks; full and partial groups of weight rows.
+#[test]
+fn a_row_alone_gets_the_bits_it_gets_among_others() {
+    for t in &kernels() {
+        let bs = t.weight_type().block_size();
+        for k in [bs, 33 * bs, 17 * 256].into_iter().filter(|k| k % bs == 0) {
+            for m in [1, t.mr()] {
+                let (wr, ar) = rows(t.weight_type(), k, m, 37, Kind::Realistic, false, (k + m) as u64);
+                let prepared: Vec<Vec<u8>> = ar
+                    .iter()
+                    .map(|a| {
+                        let mut p = vec![0u8; t.prepared_row_size(k).unwrap()];
+                        t.prepare(a, &mut p).unwrap();
+                        p
+                    })
+                    .collect();
+                let wrows: Vec<&[u8]> = wr.iter().map(|r| &r[..]).collect();
+                let arows: Vec<&[u8]> = prepared.iter().map(|p| &p[..]).collect();
+                let bits = |n: usize| {
+                    let mut out = vec![0f32; n * m];
+                    t.run(k, &wrows, &arows[..n], &mut out, m).unwrap();
+                    out[..m].iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                };
+                let alone = bits(1);
+                for n in [2, 3, 4, 5, 8, 9, 37] {
+                    assert_eq!(bits(n), alone, "{t:?} k={k} m={m}: row 0 among {n} rows");
+                }
+            }
+        }
+    }
+}

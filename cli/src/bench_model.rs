@@ -59,6 +59,10 @@ pub struct ModelSpeed {
     /// Generation's weight GB/s as a share of the read bandwidth measured after the same
     /// pass, the median over the passes.
     pub gen_read_ratio: Option<f64>,
+    /// Every pass's read bandwidth (GB/s), in order (empty without a baseline).
+    pub read_runs: Vec<f64>,
+    /// Every pass's generation share of its read bandwidth, in order.
+    pub ratio_runs: Vec<f64>,
 }
 
 impl ModelSpeed {
@@ -71,6 +75,7 @@ impl ModelSpeed {
             "prompt_runs": self.prompt_runs, "gen_runs": self.gen_runs,
             "bytes_per_token": self.bytes_per_token, "read_gbps": self.read_gbps,
             "gen_read_ratio": self.gen_read_ratio,
+            "read_runs": self.read_runs, "ratio_runs": self.ratio_runs,
         })
         .to_string()
     }
@@ -142,6 +147,8 @@ pub fn model_speed<B: Backend>(
         bytes_per_token,
         read_gbps: measured(&reads),
         gen_read_ratio: measured(&ratios),
+        read_runs: reads,
+        ratio_runs: ratios,
     })
 }
 

@@ -578,10 +578,13 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         match (s.read_gbps, s.gen_read_ratio) {
             (Some(read), Some(ratio)) => outln!(
                 "weights per token {per_token:.1} MB: generation reads {:.1} GB/s, {ratio:.2} of the machine's {read:.1} GB/s \
-                 read bandwidth ({} MiB read on as many threads), bound {:.1} tok/s",
+                 read bandwidth ({} MiB read on as many threads), bound {:.1} tok/s\n\
+                 per pass: read {} GB/s, share {} (each pass against the read taken after it)",
                 s.gen_tok_s * per_token / 1e3,
                 stream >> 20,
-                read * 1e3 / per_token
+                read * 1e3 / per_token,
+                runs(&s.read_runs),
+                s.ratio_runs.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ")
             ),
             _ => outln!("weights per token {per_token:.1} MB: generation reads {:.1} GB/s", s.gen_tok_s * per_token / 1e3),
         }

@@ -185,11 +185,60 @@ impl<const T: u8, S: Source<__m256i>> Blocks<Packed> for Weights<T, S> {
     }
 }
 
+/// `acc` plus one activation row's dots with the packed block `w` (the
+/// prepared block at `p`), and Q4_1's `mins` plus its min terms: the 8 lanes'
+/// products summed as `MODE` says ([`NIBBLES`], [`SIGNED`], [`FIVE`], [`MINS`]).
+///
+/// # Safety
+/// `p` must point at a prepared block; the CPU must have AVX2+FMA.
+#[inline(always)]
+unsafe fn row_block<const MODE: u8>(w: &Packed, p: *const u8, acc: __m256, mins: __m256) -> (__m256, __m256) {
+    let ones = _mm256_set1_epi16(1);
+    let prod = |t: usize| _mm256_maddubs_epi16(w[t], bcast(p.add(4 * t)));
+    let s = match MODE {
+        SIGNED => {
+            let mut s = _mm256_setzero_si256();
+            for t in 0..8 {
+                let y = _mm256_sign_epi8(bcast(p.add(4 * t)), w[8 + t]);
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[t], y), ones));
+            }
+            s
+        }
+        FIVE => {
+            let lo = _mm256_add_epi16(_mm256_add_epi16(prod(0), prod(1)), _mm256_add_epi16(prod(2), prod(3)));
+            let hi = _mm256_add_epi16(_mm256_add_epi16(prod(4), prod(5)), _mm256_add_epi16(prod(6), prod(7)));
+            let s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+            // plus the correction -16 · Σ q_a for the unsigned quants
+            _mm256_add_epi32(s, bcast(p.add(36)))
+        }
+        _ => {
+            let mut s16 = prod(0);
+            for t in 1..8 {
+                s16 = _mm256_add_epi16(s16, prod(t));
+            }
+            let s = _mm256_madd_epi16(s16, ones);
+            // Q4_0: plus the correction -8 · Σ q_a for the unsigned nibbles
+            if MODE == NIBBLES {
+                _mm256_add_epi32(s, bcast(p.add(36)))
+            } else {
+                s
+            }
+        }
+    };
+    let (dw, da) = (_mm256_castsi256_ps(w[SCALES]), _mm256_set1_ps(p.add(32).cast::<f32>().read_unaligned()));
+    let acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), acc);
+    if MODE == MINS {
+        // Q4_1: Σ (d_w q_w + m_w) d_a q_a = d_w d_a Σ q_w q_a + m_w s_a, s_a (f32) at 36
+        let sa = _mm256_set1_ps(p.add(36).cast::<f32>().read_unaligned());
+        return (acc, _mm256_fmadd_ps(_mm256_castsi256_ps(w[MINS_AT]), sa, mins));
+    }
+    (acc, mins)
+}
+
 /// Adds the packed blocks `pk` times the same blocks of `N` activation rows
 /// (`a[j]` points at the first of them) to the 8-lane accumulators at `o[j]`
 /// (starting from 0 when `first`); only the first `m` lanes are read or
-/// written. `MODE` says how the products are summed ([`NIBBLES`], [`SIGNED`],
-/// [`FIVE`], [`MINS`]).
+/// written. Q4_1's min terms are summed apart and added at the end.
 ///
 /// # Safety
 /// `a[j]` must point at `pk.len()` prepared blocks; `m` values at `o[j]` must be
@@ -205,49 +254,9 @@ unsafe fn group<const MODE: u8, const N: usize>(
 ) {
     let mut acc = load_acc(o, m, first);
     let mut mins = [_mm256_setzero_ps(); N];
-    let ones = _mm256_set1_epi16(1);
     for (bi, w) in pk.iter().enumerate() {
-        let dw = _mm256_castsi256_ps(w[SCALES]);
         for j in 0..N {
-            let p = a[j].add(bi * PB);
-            let prod = |t: usize| _mm256_maddubs_epi16(w[t], bcast(p.add(4 * t)));
-            let s = match MODE {
-                SIGNED => {
-                    let mut s = _mm256_setzero_si256();
-                    for t in 0..8 {
-                        let y = _mm256_sign_epi8(bcast(p.add(4 * t)), w[8 + t]);
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[t], y), ones));
-                    }
-                    s
-                }
-                FIVE => {
-                    let lo = _mm256_add_epi16(_mm256_add_epi16(prod(0), prod(1)), _mm256_add_epi16(prod(2), prod(3)));
-                    let hi = _mm256_add_epi16(_mm256_add_epi16(prod(4), prod(5)), _mm256_add_epi16(prod(6), prod(7)));
-                    let s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
-                    // plus the correction -16 · Σ q_a for the unsigned quants
-                    _mm256_add_epi32(s, bcast(p.add(36)))
-                }
-                _ => {
-                    let mut s16 = prod(0);
-                    for t in 1..8 {
-                        s16 = _mm256_add_epi16(s16, prod(t));
-                    }
-                    let s = _mm256_madd_epi16(s16, ones);
-                    // Q4_0: plus the correction -8 · Σ q_a for the unsigned nibbles
-                    if MODE == NIBBLES {
-                        _mm256_add_epi32(s, bcast(p.add(36)))
-                    } else {
-                        s
-                    }
-                }
-            };
-            let da = _mm256_set1_ps(p.add(32).cast::<f32>().read_unaligned());
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), acc[j]);
-            if MODE == MINS {
-                // Q4_1: Σ (d_w q_w + m_w) d_a q_a = d_w d_a Σ q_w q_a + m_w s_a, s_a (f32) at 36
-                let sa = _mm256_set1_ps(p.add(36).cast::<f32>().read_unaligned());
-                mins[j] = _mm256_fmadd_ps(_mm256_castsi256_ps(w[MINS_AT]), sa, mins[j]);
-            }
+            (acc[j], mins[j]) = row_block::<MODE>(w, a[j].add(bi * PB), acc[j], mins[j]);
         }
     }
     if MODE == MINS {
@@ -256,6 +265,29 @@ unsafe fn group<const MODE: u8, const N: usize>(
         }
     }
     store_acc(o, m, acc);
+}
+
+/// One activation row (`a`): each block is decoded in registers and used at
+/// once, since no other row would reuse it from the chunk buffer. Q4_1's min
+/// terms are added at every `KC` blocks, as [`tile`]'s chunks add them, so a
+/// row gets the bits it gets among others.
+///
+/// # Safety
+/// As for [`tile`], with one activation row at `a` and its `m` outputs at `o`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn single<const MODE: u8>(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, m: usize) {
+    let mut acc = _mm256_setzero_ps();
+    for b0 in (0..nb).step_by(KC) {
+        let mut mins = _mm256_setzero_ps();
+        for b in b0..(b0 + KC).min(nb) {
+            (acc, mins) = row_block::<MODE>(&w.get(b), a.add(b * PB), acc, mins);
+        }
+        if MODE == MINS {
+            acc = _mm256_add_ps(acc, mins);
+        }
+    }
+    store_acc([o], m, [acc]);
 }
 
 /// The tile loop over the blocks of `w` (`rows` weight rows); `MODE` picks the products.
@@ -275,6 +307,9 @@ unsafe fn tile<const MODE: u8>(
 ) {
     let m = rows.min(MR);
     let o = out.as_mut_ptr();
+    if let [a] = a {
+        return single::<MODE>(nb, w, a.as_ptr(), o, m);
+    }
     // written before it is read: no need to zero it per call
     let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();
     let base = buf.as_mut_ptr().cast::<Packed>();
