@@ -21,7 +21,7 @@ use super::super::common::Source;
 use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Bytes of a Q8_K block.
-const QB: usize = 292;
+pub(super) const QB: usize = 292;
 /// Super-blocks per packed chunk.
 const KC_K: usize = 4;
 /// Activation rows per register group.
@@ -69,8 +69,8 @@ unsafe fn pack_k4<const FIVE: bool>(s: &impl Source<__m256i>, b: usize) -> Packe
         q: [[_mm256_setzero_si256(); 8]; 8],
         sc: [_mm256_setzero_si256(); 8],
         mins: [_mm256_setzero_si256(); 8],
-        d: _mm256_castsi256_ps(s.half(b, 0)),
-        dmin: _mm256_castsi256_ps(s.half(b, 2)),
+        d: _mm256_setzero_ps(),
+        dmin: _mm256_setzero_ps(),
     };
     // bytes 32c..32c + 32 of qs: group 2c in the low nibbles, 2c + 1 in the high ones
     let qs = if FIVE { 48 } else { 16 };
@@ -94,23 +94,60 @@ unsafe fn pack_k4<const FIVE: bool>(s: &impl Source<__m256i>, b: usize) -> Packe
             }
         }
     }
-    // the 16-byte head of each row (its bytes 4..16 are the 12 scale bytes),
-    // transposed by dwords; then ggml's get_scale_min_k4 on every lane at once
-    let h = s.t16(b, 0);
-    let (low6, low4, top2) = (_mm256_set1_epi8(0x3f), _mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
-    let top = |v: __m256i| _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(v), top2));
-    let sc = [_mm256_and_si256(h[1], low6), _mm256_or_si256(_mm256_and_si256(h[3], low4), top(h[1]))];
-    let mn = [
-        _mm256_and_si256(h[2], low6),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32::<4>(h[3]), low4), top(h[2])),
-    ];
+    let head = HeadK::decode(s, b);
+    (out.d, out.dmin) = (head.d, head.dmin);
     for g in 0..8 {
-        // both as two i16 per lane, for vpmaddwd
-        let pick = dword_shuffle([Some(g % 4), None, Some(g % 4), None]);
-        out.sc[g] = _mm256_shuffle_epi8(sc[g / 4], pick);
-        out.mins[g] = _mm256_shuffle_epi8(mn[g / 4], pick);
+        (out.sc[g], out.mins[g]) = (head.scale(g), head.min(g));
     }
     out
+}
+
+/// The scales and mins of a Q4_K/Q5_K super-block of 8 rows, as ggml's
+/// `get_scale_min_k4` gives them on every lane at once, 4 groups a vector
+/// (byte `g % 4` of each dword), and `d`, `dmin` as f32.
+pub(super) struct HeadK {
+    sc: [__m256i; 2],
+    mn: [__m256i; 2],
+    pub(super) d: __m256,
+    pub(super) dmin: __m256,
+}
+
+impl HeadK {
+    /// Super-block `b`'s head: the 16 bytes of each row (`d`, `dmin`, then the
+    /// 12 scale bytes), transposed by dwords.
+    ///
+    /// # Safety
+    /// As for [`pack_k4`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn decode(s: &impl Source<__m256i>, b: usize) -> HeadK {
+        let h = s.t16(b, 0);
+        let (low6, low4, top2) = (_mm256_set1_epi8(0x3f), _mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+        let top = |v: __m256i| _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(v), top2));
+        HeadK {
+            sc: [_mm256_and_si256(h[1], low6), _mm256_or_si256(_mm256_and_si256(h[3], low4), top(h[1]))],
+            mn: [
+                _mm256_and_si256(h[2], low6),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32::<4>(h[3]), low4), top(h[2])),
+            ],
+            d: _mm256_castsi256_ps(s.half(b, 0)),
+            dmin: _mm256_castsi256_ps(s.half(b, 2)),
+        }
+    }
+
+    /// Group `g`'s scale as two i16 per lane, for `vpmaddwd`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale(&self, g: usize) -> __m256i {
+        _mm256_shuffle_epi8(self.sc[g / 4], dword_shuffle([Some(g % 4), None, Some(g % 4), None]))
+    }
+
+    /// Group `g`'s min as two i16 per lane, for `vpmaddwd` with a pair of `bsums`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn min(&self, g: usize) -> __m256i {
+        _mm256_shuffle_epi8(self.mn[g / 4], dword_shuffle([Some(g % 4), None, Some(g % 4), None]))
+    }
 }
 
 /// Adds the packed Q4_K/Q5_K super-blocks `pk` times the same super-blocks of
@@ -354,8 +391,8 @@ macro_rules! k_kernels {
     };
 }
 
-k_kernels!(q4_k, q4_k_packed, 144, 0, PackedK, pack_k4::<false>, group_k4[8]);
-k_kernels!(q5_k, q5_k_packed, 176, 0, PackedK, pack_k4::<true>, group_k4[4]);
+k_kernels!(q4_k, q4_k_tiled_packed, 144, 0, PackedK, pack_k4::<false>, group_k4[8]);
+k_kernels!(q5_k, q5_k_tiled_packed, 176, 0, PackedK, pack_k4::<true>, group_k4[4]);
 
 /// Q6_K weights (activations: Q8_K rows as they are). No repacked form: at
 /// one activation row the dot kernel streams faster than this tile, even
