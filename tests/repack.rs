@@ -79,7 +79,10 @@ fn repacked_weights_give_the_same_bits() {
     let file = GgufFile::open(&path).unwrap();
     let mut ctx = Context::new();
     let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
-    let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
+    // in place with the tile at every row count (below its `min_rows` in-place rows
+    // take the dot kernels: AMD's Q4_0 at one row), the bits the repacked tile must give
+    let plain = CpuBackend::new(2).unwrap().with_row_invariant_products(true);
+    let packed = CpuBackend::new(2).unwrap().with_repacked_weights(true);
     let group_bytes = q4_0_packed_bytes();
     let mapped = ctx.leaf_bytes(w).unwrap().to_vec();
     for (n, batch) in [(1, 1), (3, 1), (37, 1), (5, 2)] {
@@ -102,7 +105,7 @@ fn the_repacked_copy_lives_with_the_storage_across_graphs() {
     let mut ctx = Context::new();
     let w = load_gguf(&mut ctx, &file).unwrap().get("w").unwrap();
     let cpu = CpuBackend::new(2).unwrap().with_repacked_weights(true);
-    let plain = CpuBackend::new(1).unwrap();
+    let plain = CpuBackend::new(1).unwrap().with_row_invariant_products(true);
     let mut st = None;
     for n in [1, 4, 1] {
         let x = ctx.new_tensor_2d(DType::F32, K, n).unwrap();
@@ -157,7 +160,10 @@ fn repacked_weights_of_every_packing_type_match_in_place_ones() {
     const K5: i64 = 512;
     let types =
         [DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS];
-    let (plain, packed) = (CpuBackend::new(2).unwrap(), CpuBackend::new(2).unwrap().with_repacked_weights(true));
+    // in place with the tile at every row count (below its `min_rows` in-place rows
+    // take the dot kernels: AMD's Q4_0 at one row), the bits the repacked tile must give
+    let plain = CpuBackend::new(2).unwrap().with_row_invariant_products(true);
+    let packed = CpuBackend::new(2).unwrap().with_repacked_weights(true);
     for dt in types {
         let Some(t) = tile_kernel(dt).filter(|_| packed.repacks_type(dt)) else {
             eprintln!("note: {dt} weights are not repacked on this CPU");

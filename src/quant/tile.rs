@@ -38,13 +38,14 @@
 //! # Tile shapes
 //! | weight | level | weight rows per call (`mr`) | activation rows per register group | `min_rows` |
 //! |---|---|---|---|---|
-//! | Q4_0, Q8_0, Q5_0, Q4_1 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 |
+//! | Q4_0 | AVX-512 VNNI | 16 (one `__m512` lane each) | 8, then 4/2/1 for the rest | 1 (2 on AMD: its dot kernel streams one row faster from weights in place) |
+//! | Q8_0, Q5_0, Q4_1 | AVX-512 VNNI | 16 | 8, then 4/2/1 | 1 |
 //! | IQ4_NL | AVX-512 VNNI | 16 | 8, then 4/2/1 | 2 |
-//! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 1 (2 on AMD: Zen 4's dot kernel is faster at one row) |
+//! | Q4_K | AVX-512 VNNI | 16 | 4, then 2/1 | 1 (2 on AMD, as Q4_0) |
 //! | Q5_K | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
 //! | Q6_K | AVX-512 VNNI | 16 | 4, then 2/1 | 3 |
 //! | IQ4_XS | AVX-512 VNNI | 16 | 4, then 2/1 | 2 |
-//! | Q4_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 |
+//! | Q4_0 | AVX2 | 8 (one `__m256` lane each) | 4, then 2/1 | 1 (2 on AMD, as at AVX-512) |
 //! | Q8_0, Q4_1, Q5_0, IQ4_NL | AVX2 | 8 | 4, then 2/1 | 2 |
 //! | Q4_K, Q5_K | AVX2 | 8 | 4, then 2/1 | 3 |
 //! | Q6_K | AVX2 | 8 | 4, then 2/1 | 5 |
@@ -141,13 +142,18 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
     // AVX2's Q4_1/Q5_0/IQ4_NL tiles win at one row only on weights in cache: a
     // model's decode, streaming them from memory, runs faster on the dot kernels.
     // Q8_0 has no scalar tile: its scalar dot kernel (no unpacking to share) is as fast
+    // AMD's cores stream one activation row faster through the dot kernels when
+    // the weights are in place (one row at a time, the stream their prefetchers
+    // follow; a tile reads its rows a block each)
+    #[cfg(target_arch = "x86_64")]
+    let one_row_tile = if crate::cpu_info::CpuInfo::get().is_amd() { 2 } else { 1 };
     let (mr, min_rows, raw): (usize, usize, RawTile) = match (level, w) {
         (SimdLevel::Scalar, DType::Q4_0) => (scalar::MR, 1, scalar::q4_0),
         (SimdLevel::Scalar, DType::Q4_K) => (scalar::MR, 2, scalar::q4_k),
         (SimdLevel::Scalar, DType::Q5_K) => (scalar::MR, 2, scalar::q5_k),
         (SimdLevel::Scalar, DType::Q6_K) => (scalar::MR, 2, scalar::q6_k),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, 1, avx2::q4_0),
+        (SimdLevel::Avx2, DType::Q4_0) => (avx2::MR, one_row_tile, avx2::q4_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q8_0) => (avx2::MR, 2, avx2::q8_0),
         #[cfg(target_arch = "x86_64")]
@@ -163,7 +169,7 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx2, DType::Q6_K) => (avx2::MR, 5, avx2::q6_k),
         #[cfg(target_arch = "x86_64")]
-        (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, 1, avx512::q4_0),
+        (SimdLevel::Avx512, DType::Q4_0) => (avx512::MR, one_row_tile, avx512::q4_0),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q8_0) => (avx512::MR, 1, avx512::q8_0),
         #[cfg(target_arch = "x86_64")]
@@ -173,10 +179,7 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::IQ4_NL) => (avx512::MR, 2, avx512::iq4_nl),
         #[cfg(target_arch = "x86_64")]
-        // Zen 4 runs one activation row faster through the dot kernel
-        (SimdLevel::Avx512, DType::Q4_K) => {
-            (avx512::MR, if crate::cpu_info::CpuInfo::get().is_amd() { 2 } else { 1 }, avx512::q4_k)
-        }
+        (SimdLevel::Avx512, DType::Q4_K) => (avx512::MR, one_row_tile, avx512::q4_k),
         #[cfg(target_arch = "x86_64")]
         (SimdLevel::Avx512, DType::Q5_K) => (avx512::MR, 2, avx512::q5_k),
         #[cfg(target_arch = "x86_64")]
