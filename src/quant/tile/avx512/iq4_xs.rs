@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{Blocks, Source};
 use super::k::{load_acc, KC_K, NR_K, QB};
-use super::lanes::{bcast, Repacked, Rows, MR};
+use super::lanes::{bcast, Repacked, Rows};
 
 /// One packed IQ4_XS super-block of 16 rows: group `g`'s values `+ 128` as 8
 /// vectors (lane `r` of vector `e`: values `4e..4e + 4` of row `r`), the

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::super::common::{Blocks, Source};
-use super::lanes::{bcast, byte_picker, Repacked, Rows, MR};
+use super::lanes::{bcast, byte_picker, Repacked, Rows};
 
 /// Bytes of a Q8_K block.
 pub(super) const QB: usize = 292;
@@ -345,7 +345,7 @@ unsafe fn group_q6<const N: usize>(pk: &[Packed6], a: [*const u8; N], o: [*mut f
 macro_rules! k_tile {
     ($nb:expr, $src:expr, $rows:expr, $a:expr, $out:expr, $stride:expr, $ty:ty, $group:ident) => {{
         let (nb, a, stride, src) = ($nb, $a, $stride, $src);
-        let mask: __mmask16 = if $rows >= MR { !0 } else { (1 << $rows) - 1 };
+        let mask = super::lanes::lanes_mask($rows);
         let o = $out.as_mut_ptr();
         if let [a0] = a {
             // one activation row: each super-block used as it is decoded (no chunk buffer to reuse)

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::common::prefetch_ahead;
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, QB};
-use super::lanes::{bcast, MR};
+use super::lanes::{bcast, lanes_mask, MR};
 
 /// The low and high nibbles of the bytes of `t`, each in the low half of its byte.
 ///
@@ -148,15 +148,6 @@ pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
         return single_k4::<true>(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), lanes_mask(rows));
     }
     q5_k_tiled_packed(nb, group, rows, a, out, stride)
-}
-
-/// The lanes of a call's `rows` weight rows (all 16 from [`MR`] on).
-fn lanes_mask(rows: usize) -> __mmask16 {
-    if rows >= MR {
-        !0
-    } else {
-        (1 << rows) - 1
-    }
 }
 
 #[cfg(test)]

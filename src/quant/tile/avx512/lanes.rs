@@ -193,3 +193,12 @@ pub(super) fn byte_picker(j: usize, both: bool) -> __m512i {
     // SAFETY: `idx` is 16 bytes
     _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(idx.as_ptr().cast()) })
 }
+
+/// The lanes of a call's `rows` weight rows (all 16 from [`MR`] on).
+pub(super) fn lanes_mask(rows: usize) -> __mmask16 {
+    if rows >= MR {
+        !0
+    } else {
+        (1 << rows) - 1
+    }
+}

@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{Blocks, Source, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, Repacked, Rows, MR};
+use super::lanes::{bcast, lanes_mask, Repacked, Rows};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
 const KC: usize = 32;
@@ -310,7 +310,7 @@ unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f3
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    let mask: __mmask16 = if rows >= MR { !0 } else { (1 << rows) - 1 };
+    let mask = lanes_mask(rows);
     let o = out.as_mut_ptr();
     if let [a] = a {
         return single(nb, w, a.as_ptr(), o, mask);
