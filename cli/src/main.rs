@@ -683,11 +683,9 @@ fn bench_cpu(json: bool, threads: usize, n: i64, reps: usize, llama: bool, kv: K
     Ok(ExitCode::SUCCESS)
 }
 
-/// The CPU as `rgml bench` reports it: [`rgml::CpuInfo::describe`] and how
+/// The CPU as `rgml bench` reports it: [`rgml::CpuInfo::describe`] and whether
 /// the kernels prefetch their weights there ([`rgml::quant::prefetch`]).
 fn cpu_line() -> String {
-    use rgml::quant::prefetch;
-    let dots = if prefetch::enabled() { "on" } else { "off" };
-    let paced = prefetch::paced().map_or("off".to_string(), |p| p.to_string());
-    format!("{}, software prefetch: dots {dots}, paced {paced}", rgml::CpuInfo::get().describe())
+    let prefetch = if rgml::quant::prefetch::enabled() { "on" } else { "off" };
+    format!("{}, software prefetch {prefetch}", rgml::CpuInfo::get().describe())
 }

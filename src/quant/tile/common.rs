@@ -183,30 +183,6 @@ pub(super) fn prefetch_ahead(p: *const u8, len: usize) {
     }
 }
 
-/// Asks for the cache line at `p` plus this CPU's distance for the paced
-/// kernels ([`crate::quant::prefetch::paced`]), into the cache it names: a
-/// kernel calls it once for each line it loads, as it loads it, so that the
-/// requests go out spread over its work.
-/// A prefetch never faults, so an address past the end of the stream is
-/// harmless (and `wrapping_add` forms it without claiming it is in bounds).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(super) fn prefetch_paced(p: *const u8) {
-    use crate::quant::prefetch::Fill;
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
-    let Some(rule) = crate::quant::prefetch::paced() else {
-        return;
-    };
-    let q = p.wrapping_add(rule.ahead).cast();
-    // SAFETY: a prefetch is a hint; it reads nothing and never faults.
-    unsafe {
-        match rule.fill {
-            Fill::L1 => _mm_prefetch::<_MM_HINT_T0>(q),
-            Fill::L2 => _mm_prefetch::<_MM_HINT_T1>(q),
-        }
-    }
-}
-
 /// Bytes of one prepared activation block: 32 quants, the f32 scale, the i32
 /// correction `-off · Σ q`.
 pub const PREPARED_BLOCK: usize = 40;

@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::prefetch_paced;
+use super::super::common::prefetch_ahead;
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -73,22 +73,18 @@ macro_rules! single_k4_kernel {
             let mut acc = _mm512_setzero_ps();
             for b in 0..nb {
                 let (q, y) = (p.add(b * block), a.add(b * QB));
+                prefetch_ahead(q, block);
                 let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
-                // each line asked for ahead once, as its vector is first loaded
-                let first = |v: usize| {
-                    prefetch_paced(q.add(64 * v));
-                    ld(v)
-                };
-                let w = decode_head(&[first(0), first(1), first(2), first(3)]);
+                let w = decode_head(&[ld(0), ld(1), ld(2), ld(3)]);
                 let mut isum = _mm512_setzero_si512();
                 for c in 0..4 {
                     // groups 2c (low nibbles) and 2c + 1 (high nibbles) of quant bytes 32c..
                     let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
                     for e in 0..8 {
-                        let (mut tl, mut th) = $nibbles(first(qs + 8 * c + e));
+                        let (mut tl, mut th) = $nibbles(ld(qs + 8 * c + e));
                         if FIVE {
                             // bit g of a fifth-bit byte belongs to group g
-                            let qh = if c == 0 { first(4 + e) } else { ld(4 + e) };
+                            let qh = ld(4 + e);
                             tl = _mm512_or_si512(tl, $fifth(qh, 2 * c));
                             th = _mm512_or_si512(th, $fifth(qh, 2 * c + 1));
                         }
