@@ -97,7 +97,8 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         None => Vec::new(),
     };
     let failed = FirstError::default();
-    ex.for_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
+    // each block of weight rows is computed alone: shrinking ranges keep the bits
+    ex.for_shrinking_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
         let mut out = Vec::new();
         for item in items {
             let (batch, blk) = (item / blocks, item % blocks);

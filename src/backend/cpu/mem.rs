@@ -333,4 +333,18 @@ impl Exec<'_> {
             _ => f(0..n),
         }
     }
+
+    /// [`Exec::for_ranges`] with shrinking ranges (`pool::Session::for_shrinking_ranges`),
+    /// none under `PARALLEL_MIN_WORK / 4` of work: for loops whose items each
+    /// give the same result however they are grouped, such as a product's
+    /// blocks of weight rows.
+    pub(crate) fn for_shrinking_ranges(&self, n: usize, cost: usize, f: impl Fn(Range<usize>) + Sync + Send) {
+        let work = n.saturating_mul(cost.max(1));
+        match self.pool {
+            Some(pool) if work >= PARALLEL_MIN_WORK && n > 1 && pool.threads() > 1 => {
+                pool.for_shrinking_ranges(n, (PARALLEL_MIN_WORK / 4) / cost.max(1), &f);
+            }
+            _ => f(0..n),
+        }
+    }
 }

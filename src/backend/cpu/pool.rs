@@ -9,7 +9,11 @@
 //! yield, then park; during a compute ([`GraphPool::session`]) they spin long
 //! enough to bridge the gap between two nodes, so a node costs no futex wake.
 //! Chunk boundaries depend only on `n`, the cost and the thread count, and every
-//! kernel's result is independent of which thread ran a chunk.
+//! kernel's result is independent of which thread ran a chunk. A step whose
+//! items give the same result however they are grouped (a product's blocks of
+//! weight rows) may instead hand them out in shrinking ranges, each a share of
+//! what is left: long runs first, then short ones, so that no thread waits long
+//! for the other at the step's end.
 
 use std::any::Any;
 use std::ops::Range;
@@ -30,11 +34,23 @@ const SPIN_IDLE: Duration = Duration::from_micros(5);
 /// How many times an idle worker yields its core before it parks.
 const YIELDS: u32 = 16;
 
+/// How a step's items are handed out.
+#[derive(Clone, Copy)]
+enum Claim {
+    /// Chunks of `step` items, at fixed boundaries.
+    Fixed { step: usize },
+    /// Each claim a `1 / (2 · threads)` share of the items left, at least
+    /// `min`: long runs first, then ever shorter ones, so the threads finish
+    /// together. For steps whose items do not depend on how they are grouped.
+    Shrinking { min: usize, threads: usize },
+}
+
 /// One parallel step, on the publishing thread's stack.
 struct Job<'a> {
     f: &'a (dyn Fn(Range<usize>) + Sync),
     n: usize,
-    step: usize,
+    claim: Claim,
+    /// The next chunk (`Fixed`) or item (`Shrinking`) to hand out.
     next: AtomicUsize,
     /// The first panic of `f`, re-raised by the publisher.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
@@ -44,16 +60,36 @@ impl Job<'_> {
     /// Claims and runs chunks until none is left. A panic in `f` is recorded
     /// (the publisher re-raises it) and ends this thread's part.
     fn work(&self) {
-        loop {
-            let c = self.next.fetch_add(1, SeqCst);
-            let start = c.saturating_mul(self.step);
-            if start >= self.n {
-                return;
-            }
-            let range = start..(start + self.step).min(self.n);
+        while let Some(range) = self.take() {
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| (self.f)(range))) {
                 self.panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(p);
                 return;
+            }
+        }
+    }
+}
+
+impl Job<'_> {
+    /// The next range of items for this thread, or `None` when all are handed out.
+    fn take(&self) -> Option<Range<usize>> {
+        match self.claim {
+            Claim::Fixed { step } => {
+                let start = self.next.fetch_add(1, SeqCst).saturating_mul(step);
+                (start < self.n).then(|| start..(start + step).min(self.n))
+            }
+            Claim::Shrinking { min, threads } => {
+                let mut start = self.next.load(SeqCst);
+                loop {
+                    if start >= self.n {
+                        return None;
+                    }
+                    let size = ((self.n - start) / (2 * threads)).max(min);
+                    let end = (start + size).min(self.n);
+                    match self.next.compare_exchange_weak(start, end, SeqCst, SeqCst) {
+                        Ok(_) => return Some(start..end),
+                        Err(now) => start = now,
+                    }
+                }
             }
         }
     }
@@ -152,10 +188,31 @@ impl Session<'_> {
     /// here. On a worker thread (a nested call) it runs inline.
     pub(crate) fn for_ranges(&self, n: usize, step: usize, f: &(dyn Fn(Range<usize>) + Sync)) {
         let step = step.max(1);
-        if self.pool.threads == 1 || n <= step || IN_STEP.get() {
+        if n <= step {
             return f(0..n);
         }
-        let job = Job { f, n, step, next: AtomicUsize::new(0), panic: Mutex::new(None) };
+        self.publish(n, Claim::Fixed { step }, f);
+    }
+
+    /// Calls `f` on ranges covering `0..n` on every thread of the pool, as
+    /// [`Session::for_ranges`], but each range a shrinking share of the items
+    /// left (at least `min`): the threads read long runs, then finish
+    /// together. Which ranges there are depends on the timing, so only for
+    /// steps whose every item's result is the same however items are grouped.
+    pub(crate) fn for_shrinking_ranges(&self, n: usize, min: usize, f: &(dyn Fn(Range<usize>) + Sync)) {
+        let min = min.max(1);
+        if n <= min {
+            return f(0..n);
+        }
+        self.publish(n, Claim::Shrinking { min, threads: self.pool.threads }, f);
+    }
+
+    /// Runs `f` over `0..n` as `claim` hands the items out, on every thread.
+    fn publish(&self, n: usize, claim: Claim, f: &(dyn Fn(Range<usize>) + Sync)) {
+        if self.pool.threads == 1 || IN_STEP.get() {
+            return f(0..n);
+        }
+        let job = Job { f, n, claim, next: AtomicUsize::new(0), panic: Mutex::new(None) };
         let s = &*self.pool.shared;
         // SAFETY: only the lifetime is erased. The pointer is withdrawn below,
         // and `active` is waited to 0, before `job` goes out of scope: a worker
@@ -287,6 +344,29 @@ mod tests {
             GraphPool::new(threads).unwrap().session(|pool| {
                 for (n, step) in [(0, 1), (1, 1), (7, 3), (1000, 7), (1000, 1000), (4096, 1), (10, 0)] {
                     assert!(covered(pool, n, step).iter().all(|&h| h == 1), "threads {threads} n {n} step {step}");
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn shrinking_ranges_cover_every_index_once_in_runs_of_at_least_min() {
+        for threads in [1, 2, 3, 5] {
+            GraphPool::new(threads).unwrap().session(|pool| {
+                for (n, min) in [(0, 1), (1, 1), (7, 3), (1000, 7), (1000, 1000), (4096, 1), (10, 0)] {
+                    let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+                    let short = AtomicU32::new(0);
+                    pool.for_shrinking_ranges(n, min, &|r| {
+                        // only the last range may be shorter than `min`
+                        if r.len() < min.max(1) && r.end != n {
+                            short.fetch_add(1, SeqCst);
+                        }
+                        for i in r {
+                            hits[i].fetch_add(1, SeqCst);
+                        }
+                    });
+                    assert!(hits.iter().all(|h| h.load(SeqCst) == 1), "threads {threads} n {n} min {min}");
+                    assert_eq!(short.into_inner(), 0, "threads {threads} n {n} min {min}");
                 }
             });
         }
