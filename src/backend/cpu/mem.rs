@@ -294,6 +294,15 @@ impl FirstError {
 /// the pool costs more than it saves.
 pub(crate) const PARALLEL_MIN_WORK: usize = 1 << 15;
 
+/// Work from which a loop of independent items goes in shrinking ranges
+/// ([`Exec::for_shrinking_ranges`]): below it a step is over in a few
+/// microseconds, and its claims (each an atomic exchange between the cores)
+/// would cost more than the threads' wait at its end.
+const SHRINKING_MIN_WORK: usize = 1 << 21;
+/// The least work of one shrinking range: each starts a new stream of weights,
+/// which the hardware's prefetch must pick up again (about 36 KiB of Q4_0).
+const SHRINKING_MIN_RANGE: usize = 1 << 16;
+
 /// How a compute splits its work: a pool session, or the calling thread alone;
 /// and the rayon pool the f32 GEMM crate runs on.
 #[derive(Clone, Copy)]
@@ -335,14 +344,17 @@ impl Exec<'_> {
     }
 
     /// [`Exec::for_ranges`] with shrinking ranges (`pool::Session::for_shrinking_ranges`),
-    /// none under `PARALLEL_MIN_WORK / 4` of work: for loops whose items each
+    /// none under [`SHRINKING_MIN_RANGE`] of work, from [`SHRINKING_MIN_WORK`] on: for loops whose items each
     /// give the same result however they are grouped, such as a product's
     /// blocks of weight rows.
     pub(crate) fn for_shrinking_ranges(&self, n: usize, cost: usize, f: impl Fn(Range<usize>) + Sync + Send) {
         let work = n.saturating_mul(cost.max(1));
+        if work < SHRINKING_MIN_WORK {
+            return self.for_ranges(n, cost, f);
+        }
         match self.pool {
             Some(pool) if work >= PARALLEL_MIN_WORK && n > 1 && pool.threads() > 1 => {
-                pool.for_shrinking_ranges(n, (PARALLEL_MIN_WORK / 4) / cost.max(1), &f);
+                pool.for_shrinking_ranges(n, SHRINKING_MIN_RANGE / cost.max(1), &f);
             }
             _ => f(0..n),
         }
