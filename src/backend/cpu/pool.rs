@@ -67,9 +67,7 @@ impl Job<'_> {
             }
         }
     }
-}
 
-impl Job<'_> {
     /// The next range of items for this thread, or `None` when all are handed out.
     fn take(&self) -> Option<Range<usize>> {
         match self.claim {
