@@ -348,15 +348,12 @@ impl Exec<'_> {
     /// give the same result however they are grouped, such as a product's
     /// blocks of weight rows.
     pub(crate) fn for_shrinking_ranges(&self, n: usize, cost: usize, f: impl Fn(Range<usize>) + Sync + Send) {
-        let work = n.saturating_mul(cost.max(1));
-        if work < SHRINKING_MIN_WORK {
-            return self.for_ranges(n, cost, f);
-        }
+        // (the pool runs a lone thread's step, or one no longer than `min`, inline)
         match self.pool {
-            Some(pool) if work >= PARALLEL_MIN_WORK && n > 1 && pool.threads() > 1 => {
+            Some(pool) if n.saturating_mul(cost.max(1)) >= SHRINKING_MIN_WORK => {
                 pool.for_shrinking_ranges(n, SHRINKING_MIN_RANGE / cost.max(1), &f);
             }
-            _ => f(0..n),
+            _ => self.for_ranges(n, cost, f),
         }
     }
 }
