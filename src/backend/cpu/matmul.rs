@@ -10,6 +10,7 @@
 //! every activation row of the batch.
 
 use super::copy;
+use super::dot_blocks::BlockRun;
 use super::mem::{Exec, FirstError, SharedBytes, Strided, StridedMut};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -149,25 +150,9 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                     unsafe { dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
                 };
                 let blocks = BlockRun { k, wt, rows: rows.clone(), n1 };
-                // one pass over the weight rows for up to 8 activation rows (AVX-512; 6
-                // on AVX2): shapes of at most 24 (12) accumulators, the values not
-                // depending on the shape
-                let run = match (wide_blocks, n1) {
-                    (true, 1) => blocks.run::<8, 1>(wrow, act, put),
-                    (true, 2) => blocks.run::<8, 2>(wrow, act, put),
-                    (true, 3) => blocks.run::<7, 3>(wrow, act, put),
-                    (true, 4) => blocks.run::<6, 4>(wrow, act, put),
-                    (true, 5) => blocks.run::<4, 5>(wrow, act, put),
-                    (true, 7 | 8) => blocks.run::<3, 8>(wrow, act, put),
-                    (true, _) => blocks.run::<4, 6>(wrow, act, put),
-                    // AVX2: at most 12 accumulators of its 16 registers
-                    (false, 1) => blocks.run::<4, 1>(wrow, act, put),
-                    (false, 2) => blocks.run::<4, 2>(wrow, act, put),
-                    (false, 3) => blocks.run::<3, 3>(wrow, act, put),
-                    (false, 5) => blocks.run::<2, 5>(wrow, act, put),
-                    (false, 6) => blocks.run::<2, 6>(wrow, act, put),
-                    (false, _) => blocks.run::<3, 4>(wrow, act, put),
-                };
+                // SAFETY: each weight row holds k values of `wt`, each activation row k
+                // f32 (`activations`, widened).
+                let run = unsafe { blocks.run(wide_blocks, wrow, act, put) };
                 if run.is_err() {
                     failed.keep(run);
                     return;
@@ -197,54 +182,6 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         }
     });
     failed.into_result()
-}
-
-/// One work item's F32/F16/BF16 weight rows against `n1` F32 activation rows
-/// (values of the weight type), in blocks of dots ([`dot::f32_block::dot_block`]).
-struct BlockRun {
-    k: usize,
-    wt: crate::dtype::DType,
-    rows: std::ops::Range<usize>,
-    n1: usize,
-}
-
-impl BlockRun {
-    /// Every value (weight row `i0`, activation row `i1`) to `put`, in blocks of
-    /// `R` weight rows by `C` activation rows (the last ones repeated to fill a
-    /// block; their values are not put).
-    fn run<const R: usize, const C: usize>(
-        &self,
-        wrow: impl Fn(usize) -> *const u8,
-        act: impl Fn(usize) -> *const u8,
-        put: impl Fn(usize, usize, f32),
-    ) -> Result<()> {
-        use crate::dtype::DType;
-        use dot::f32_block::{dot_block, BF16, F16, F32};
-        let (rows, n1) = (&self.rows, self.n1);
-        for r0 in rows.clone().step_by(R) {
-            let rs: [usize; R] = std::array::from_fn(|d| (r0 + d).min(rows.end - 1));
-            for c0 in (0..n1).step_by(C) {
-                let cs: [usize; C] = std::array::from_fn(|d| (c0 + d).min(n1 - 1));
-                let (w, x) = (rs.map(&wrow), cs.map(&act));
-                // SAFETY: every weight pointer addresses k values of the weight type,
-                // every activation pointer k f32 (`activations`, widened).
-                let out = unsafe {
-                    match self.wt {
-                        DType::F16 => dot_block::<R, C, F16>(self.k, w, x),
-                        DType::BF16 => dot_block::<R, C, BF16>(self.k, w, x),
-                        _ => dot_block::<R, C, F32>(self.k, w, x),
-                    }
-                };
-                let out = out.ok_or_else(|| crate::error::Error::internal("F32 blocks without AVX-512 or AVX2"))?;
-                for (i1, vals) in (c0..(c0 + C).min(n1)).zip(out) {
-                    for (i0, v) in (r0..(r0 + R).min(rows.end)).zip(vals) {
-                        put(i0, i1, v);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Whether repacking weights for `t` pays on `cpu`: decode streams them

@@ -11,6 +11,7 @@ mod attention;
 mod back;
 mod backend;
 mod copy;
+mod dot_blocks;
 mod elementwise;
 mod kernels;
 mod matmul;

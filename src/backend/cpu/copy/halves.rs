@@ -43,7 +43,7 @@ pub(super) fn from_f32_streamed(d: &mut [f16], s: &[f32]) -> bool {
 }
 
 /// `d[i] = f32(s[i])`; the lengths must match.
-pub(super) fn to_f32(d: &mut [f32], s: &[f16]) {
+pub(crate) fn to_f32(d: &mut [f32], s: &[f16]) {
     debug_assert_eq!(d.len(), s.len());
     #[cfg(target_arch = "x86_64")]
     if wide() {

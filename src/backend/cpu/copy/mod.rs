@@ -6,6 +6,8 @@ mod halves;
 mod plain;
 mod quant;
 
+pub(crate) use halves::to_f32 as f16_to_f32;
+
 use super::mem::{Exec, Strided, StridedMut};
 use crate::error::Result;
 
