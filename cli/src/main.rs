@@ -559,7 +559,7 @@ fn bench_model(path: &std::path::Path, a: &BenchArgs) -> Result<ExitCode, String
         }
         BackendArg::Cuda => None,
     };
-    let mut read = reader.as_ref().map(|(cpu, buf)| move || rgml_cli::bench::read_buffer_gbps(cpu, buf, 3));
+    let mut read = reader.as_ref().map(|(cpu, buf)| move || rgml_cli::bench::read_buffer_gbps(cpu, buf.values(), 3));
     let s = model_speed(path, backend, &how, &b, read.as_mut().map(|f| f as &mut dyn FnMut() -> f64))?;
     if a.json {
         outln!("{}", s.json(&b));
