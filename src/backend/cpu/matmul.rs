@@ -97,6 +97,7 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         Some((t, p)) => p.as_bytes().chunks_exact(t.prepared_row_size(k).unwrap_or(0).max(1)).collect(),
         None => Vec::new(),
     };
+    let group_size = tiled.as_ref().and_then(|(t, _)| t.packed_group_size(k));
     let failed = FirstError::default();
     // each block of weight rows is computed alone: shrinking ranges keep the bits
     ex.for_shrinking_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
@@ -111,20 +112,21 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                 let acts = &prepared[batch * n1..(batch + 1) * n1];
                 for sub in rows.clone().step_by(t.mr().min(A_BLOCK)) {
                     let sub = sub..(sub + t.mr().min(A_BLOCK)).min(rows.end);
-                    let mut w: [&[u8]; A_BLOCK] = [&[]; A_BLOCK];
-                    for (wr, i0) in w.iter_mut().zip(sub.clone()) {
-                        let at = a_off + i0 * a.l.nb[1];
-                        // SAFETY: as for `wrow` below.
-                        *wr = unsafe { std::slice::from_raw_parts(a.ptr().add(at), arow) };
-                    }
                     out.resize(n1 * sub.len(), 0f32);
-                    let group = packed.and_then(|p| {
-                        let gs = t.packed_group_size(k)?;
+                    let group = packed.zip(group_size).and_then(|(p, gs)| {
                         sub.start.is_multiple_of(t.mr()).then(|| p.get(sub.start / t.mr() * gs..)?.get(..gs)).flatten()
                     });
                     let run = match group {
                         Some(g) => t.run_packed(k, g, sub.len(), acts, &mut out, sub.len()),
-                        None => t.run(k, &w[..sub.len()], acts, &mut out, sub.len()),
+                        None => {
+                            let mut w: [&[u8]; A_BLOCK] = [&[]; A_BLOCK];
+                            for (wr, i0) in w.iter_mut().zip(sub.clone()) {
+                                let at = a_off + i0 * a.l.nb[1];
+                                // SAFETY: as for `wrow` below.
+                                *wr = unsafe { std::slice::from_raw_parts(a.ptr().add(at), arow) };
+                            }
+                            t.run(k, &w[..sub.len()], acts, &mut out, sub.len())
+                        }
                     };
                     if run.is_err() {
                         failed.keep(run);
