@@ -371,8 +371,14 @@ macro_rules! kernels {
             out: &mut [f32],
             stride: usize,
         ) {
-            let src = Repacked::new(group.as_ptr(), $wb, $head, 0);
-            tile::<$mode>(nb, &Weights::<$t, _>(src), rows, a, out, stride)
+            // the group's geometry built inside the compiled form, so that its
+            // constants reach the loop (as at AVX-512)
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn run(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+                let src = Repacked::new(group.as_ptr(), $wb, $head, 0);
+                tile::<$mode>(nb, &Weights::<$t, _>(src), rows, a, out, stride)
+            }
+            run(nb, group, rows, a, out, stride)
         }
     };
 }

@@ -377,6 +377,7 @@ unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], 
 ///
 /// # Safety
 /// As for [`tile`], and the CPU must have GFNI.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,gfni")]
 unsafe fn tile_gfni<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     tile(nb, w, rows, a, out, stride)
@@ -407,11 +408,23 @@ macro_rules! kernels {
             out: &mut [f32],
             stride: usize,
         ) {
-            let g = Repacked::new(group.as_ptr(), $wb, $head, $tail);
-            if std::arch::is_x86_feature_detected!("gfni") {
+            // The group's geometry is built inside each compiled form, so that its
+            // constants reach the loop (the block offsets, where the scales lie)
+            // instead of being read and branched on per block.
+            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,gfni")]
+            unsafe fn with_gfni(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+                let g = Repacked::new(group.as_ptr(), $wb, $head, $tail);
                 tile_gfni(nb, &$ty::<_, true>(g), rows, a, out, stride)
-            } else {
+            }
+            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn without(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+                let g = Repacked::new(group.as_ptr(), $wb, $head, $tail);
                 tile(nb, &$ty::<_, false>(g), rows, a, out, stride)
+            }
+            if std::arch::is_x86_feature_detected!("gfni") {
+                with_gfni(nb, group, rows, a, out, stride)
+            } else {
+                without(nb, group, rows, a, out, stride)
             }
         }
     };
