@@ -75,6 +75,8 @@ pub(super) struct Repacked<const N: usize> {
     wb: usize,
     head: usize,
     tail: usize,
+    /// [`tiles_prefetch`], read once: a value the block loop keeps in a register.
+    prefetch: bool,
 }
 
 /// Where a [`Repacked`] block's f16 at some offset lies.
@@ -93,7 +95,7 @@ impl<const N: usize> Repacked<N> {
     /// either end: the kernels read no other).
     pub(super) fn new(base: *const u8, wb: usize, head: usize, tail: usize) -> Repacked<N> {
         debug_assert!(head + tail <= 2 && (wb - head - tail).is_multiple_of(4));
-        Repacked { base, wb, head, tail }
+        Repacked { base, wb, head, tail, prefetch: tiles_prefetch() }
     }
 
     /// The first byte of body dword vector `v` of block `b` (`4 N` bytes).
@@ -123,8 +125,10 @@ impl<const N: usize> Repacked<N> {
     /// Asks for block `b`'s bytes [`prefetch_ahead`].
     #[inline(always)]
     pub(super) fn touch(&self, b: usize) {
-        let block = self.wb * N;
-        prefetch_ahead(self.base.wrapping_add(b * block), block);
+        if self.prefetch {
+            let block = self.wb * N;
+            prefetch_lines(self.base.wrapping_add(b * block), block);
+        }
     }
 }
 
@@ -147,10 +151,6 @@ pub(super) trait Blocks<P> {
 /// 20.4 GB/s, same minutes).
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 2304;
-fn pf_ahead() -> usize {
-    static A: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *A.get_or_init(|| std::env::var("RGML_PF_AHEAD").ok().and_then(|v| v.parse().ok()).unwrap_or(PREFETCH_AHEAD))
-}
 
 /// Whether the tiles prefetch: as the dot kernels do
 /// ([`crate::quant::prefetch`]), and on AMD too where the tiles are AVX2's
@@ -168,18 +168,24 @@ fn tiles_prefetch() -> bool {
 
 /// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`,
 /// where this CPU gains by it ([`tiles_prefetch`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn prefetch_ahead(p: *const u8, len: usize) {
+    if tiles_prefetch() {
+        prefetch_lines(p, len);
+    }
+}
+
+/// Asks for the cache lines of the `len` bytes [`PREFETCH_AHEAD`] past `p`.
 /// A prefetch never faults, so an address past the end of the stream is
 /// harmless (and `wrapping_add` forms it without claiming it is in bounds).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(super) fn prefetch_ahead(p: *const u8, len: usize) {
+fn prefetch_lines(p: *const u8, len: usize) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    if !tiles_prefetch() {
-        return;
-    }
     for line in 0..len.div_ceil(64) {
         // SAFETY: a prefetch is a hint; it reads nothing and never faults.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(pf_ahead() + 64 * line).cast()) };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * line).cast()) };
     }
 }
 
