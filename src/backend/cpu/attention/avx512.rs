@@ -1,9 +1,10 @@
 //! The AVX-512 forms of attention's two inner loops on F16 or F32 key and value
 //! rows: sixteen keys' scores against one query ([`scores16`]: a vector of
-//! sums per key, summed across in one transposing tree, where a dot per key
-//! would sum each across alone) and the weighted sum of one value row into
-//! every head of the group ([`mad_heads`]: the row widened once, not once
-//! per head). Any row length: the last chunk of a row is a masked load.
+//! sums per key, summed across in one transposing tree where a dot per key
+//! would sum each across alone, with the dot kernels' bits) and the value rows
+//! weighted into every head of the group ([`weighted_sum`]: each chunk of a
+//! row widened once for up to [`HEADS`] heads, whose sums stay in registers).
+//! Any row length: the last chunk of a row is a masked load.
 
 use std::arch::x86_64::*;
 
