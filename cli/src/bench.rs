@@ -161,12 +161,6 @@ fn run_one(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
     })
 }
 
-/// GB/s of reading a 64 MiB f32 [`ReadBuffer`]: [`workloads::parallel_sum`] on
-/// `cpu`'s pool (NaN where the memory is refused).
-pub fn read_gbps(cpu: &CpuBackend, reps: usize) -> f64 {
-    read_buffer(MEMCPY_BYTES).map_or(f64::NAN, |b| read_buffer_gbps(cpu, b.values(), reps))
-}
-
 /// Bytes of the buffer that measures the machine's read bandwidth, and of the weights of
 /// the streaming rows: `mib` MiB when given, else four times the last cache (so that nearly
 /// every byte comes from memory), at least 256 MiB, at most 2 GiB.
@@ -216,7 +210,9 @@ pub fn read_buffer_gbps(cpu: &CpuBackend, v: &[f32], reps: usize) -> f64 {
 
 /// W4/W5: one `mul_mat`; GFLOP/s, and weight GB/s against the read bandwidth.
 fn run_matmul(cpu: &CpuBackend, w: &Workload, reps: usize) -> Result<Row, String> {
-    run_weights(cpu, w, reps, || read_gbps(cpu, reps))
+    // one 64 MiB buffer for every round's read
+    let buf = read_buffer(MEMCPY_BYTES)?;
+    run_weights(cpu, w, reps, || read_buffer_gbps(cpu, buf.values(), reps))
 }
 
 /// A workload of products: GFLOP/s, and weight GB/s against `read` (GB/s), alternating.

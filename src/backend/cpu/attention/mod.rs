@@ -1,6 +1,6 @@
 //! `flash_attn_ext` on the CPU: one work item per query row and KV head, the
-//! query heads of its group together, so that each key and value row is read
-//! (and widened) once for all of them. Each head's scores over the keys are
+//! query heads of its group together, so that each key and value row comes
+//! from memory once for all of them (and each value row is widened once). Each head's scores over the keys are
 //! one row of scratch (never a scores tensor): the query converted to the key
 //! type's dot partner (F16 for F16 keys, as ggml), then
 //! - F16 or F32 keys on a CPU with AVX-512: sixteen keys at a time against the
