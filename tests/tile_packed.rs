@@ -125,6 +125,42 @@ fn repacked_group_bits(t: &TileKernel) {
 }
 
 #[test]
+fn a_run_of_groups_gives_the_bits_of_its_groups() {
+    for t in packing() {
+        let mut rng = Rng(11);
+        let (mr, bs) = (t.mr(), t.weight_type().block_size());
+        for k in [bs, 5 * bs] {
+            // whole groups, and a partial last one
+            for m in [3 * mr, 2 * mr + 5, mr + 1] {
+                for n in [1, 2, 5] {
+                    let (wr, ar) = operands(&t, k, m, n, rng.next().is_multiple_of(2), &mut rng);
+                    let w: Vec<&[u8]> = wr.iter().map(|r| &r[1..]).collect();
+                    let a: Vec<&[u8]> = ar.iter().map(|r| &r[1..]).collect();
+                    let gs = t.packed_group_size(k).unwrap();
+                    let mut run = unaligned(&vec![0u8; gs * m.div_ceil(mr)]);
+                    for (rows, g) in w.chunks(mr).zip(run[1..].chunks_exact_mut(gs)) {
+                        t.pack_group(k, rows, g).unwrap();
+                    }
+                    let stride = m + 2;
+                    let (mut want, mut got) = (vec![-1.5f32; n * stride], vec![-1.5f32; n * stride]);
+                    for (i, (rows, g)) in w.chunks(mr).zip(run[1..].chunks_exact(gs)).enumerate() {
+                        t.run_packed(k, g, rows.len(), &a, &mut want[i * mr..], stride).unwrap();
+                    }
+                    t.run_packed(k, &run[1..], m, &a, &mut got, stride).unwrap();
+                    let bits = |v: &[f32]| {
+                        v.iter().map(|x| if x.is_nan() { f32::NAN.to_bits() } else { x.to_bits() }).collect::<Vec<_>>()
+                    };
+                    assert_eq!(bits(&got), bits(&want), "{t:?} k={k} m={m} n={n}");
+                    // a run one group short of its rows is refused
+                    let short = &run[1..run.len() - gs];
+                    assert!(matches!(t.run_packed(k, short, m, &a, &mut got, stride), Err(Error::Shape { .. })));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_packed_layout_is_the_documented_one() {
     // two rows of two blocks with distinct bytes: scale bytes 100 + 18b + i, quants 18b + i
     let rows: Vec<Vec<u8>> =

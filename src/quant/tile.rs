@@ -415,9 +415,13 @@ impl TileKernel {
         Ok(())
     }
 
-    /// [`TileKernel::run`] on a group repacked by [`TileKernel::pack_group`]
-    /// from `rows` weight rows of `k` values: `out[j * out_stride + i]` for
-    /// `i < rows`, bit for bit what `run` gives on the original rows.
+    /// [`TileKernel::run`] on `rows` weight rows of `k` values repacked by
+    /// [`TileKernel::pack_group`] into consecutive groups (`group`: the
+    /// `rows.div_ceil(mr)` groups, each [`TileKernel::packed_group_size`]
+    /// bytes; all but the last hold `mr` rows): `out[j * out_stride + i]` for
+    /// `i < rows`, bit for bit what `run` gives on the original rows, group by
+    /// group. One call may take a whole matrix: a decode step's weights then
+    /// stream through one kernel loop.
     ///
     /// Errors as [`TileKernel::pack_group`] and [`TileKernel::run`] do.
     pub fn run_packed(
@@ -433,11 +437,15 @@ impl TileKernel {
             return Err(self.no_packing(k));
         };
         let bad = |msg: String| Err(Error::shape("tile::run_packed", msg));
-        if group.len() != size {
-            return bad(format!("{} bytes are not a packed group of {k} values ({size})", group.len()));
+        if rows == 0 {
+            return bad("no weight rows".into());
         }
-        if rows == 0 || rows > self.mr {
-            return bad(format!("{rows} weight rows, expected 1..={}", self.mr));
+        let groups = rows.div_ceil(self.mr);
+        if size.checked_mul(groups) != Some(group.len()) {
+            return bad(format!(
+                "{} bytes are not {groups} packed groups of {k} values ({size} bytes each) for {rows} rows",
+                group.len()
+            ));
         }
         self.check_acts(k, rows, a, out, out_stride)?;
         if a.is_empty() {

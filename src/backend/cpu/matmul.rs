@@ -98,9 +98,41 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         None => Vec::new(),
     };
     let group_size = tiled.as_ref().and_then(|(t, _)| t.packed_group_size(k));
+    // one activation row, repacked weights, packed f32 outputs: each range of
+    // blocks is one kernel call over its run of groups, written in place
+    let runs = packed
+        .zip(group_size)
+        .filter(|_| n1 == 1 && dst.l.nb[0] == 4 && tiled.as_ref().is_some_and(|(t, _)| A_BLOCK.is_multiple_of(t.mr())));
     let failed = FirstError::default();
     // each block of weight rows is computed alone: shrinking ranges keep the bits
     ex.for_shrinking_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
+        if let (Some((p, gs)), Some((t, _))) = (runs, &tiled) {
+            let mut item = items.start;
+            while item < items.end {
+                let (batch, blk) = (item / blocks, item % blocks);
+                let end = items.end.min((batch + 1) * blocks);
+                let rows = blk * A_BLOCK..((end - batch * blocks) * A_BLOCK).min(m);
+                let (i2, i3) = (batch % ne[2] as usize, batch / ne[2] as usize);
+                let first = rows.start / t.mr();
+                let groups = p.get(first * gs..(first + rows.len().div_ceil(t.mr())) * gs);
+                // SAFETY: elements (rows, 0, i2, i3) of dst are packed f32 inside it, and
+                // only this range writes them (ranges partition i0 within a batch).
+                let out = unsafe {
+                    let at = dst.row(0, i2 as i64, i3 as i64).add(4 * rows.start).cast::<f32>();
+                    std::slice::from_raw_parts_mut(at, rows.len())
+                };
+                let run = match groups {
+                    Some(g) => t.run_packed(k, g, rows.len(), &prepared[batch..batch + 1], out, rows.len()),
+                    None => Err(crate::error::Error::internal("a run of packed groups outside its buffer")),
+                };
+                if run.is_err() {
+                    failed.keep(run);
+                    return;
+                }
+                item = end;
+            }
+            return;
+        }
         let mut out = Vec::new();
         for item in items {
             let (batch, blk) = (item / blocks, item % blocks);

@@ -210,10 +210,22 @@ pub const fn packed_q4_0_block(mr: usize) -> usize {
     18 * mr
 }
 
-/// The unchecked form of a kernel on a repacked group.
+/// The unchecked form of a kernel on a run of consecutive repacked groups
+/// (`rows.div_ceil(mr)` of them, the last one possibly partial): row `r` of
+/// the run is row `r % mr` of group `r / mr`.
 ///
 /// # Safety
-/// `nb ≥ 1`; `group` holds `nb` packed blocks; `1 ≤ rows ≤ mr`; `a` and `out`
-/// as for [`RawTile`]; the CPU supports the kernel's level.
+/// `nb ≥ 1`; `group` holds the run's groups, `nb` packed blocks each;
+/// `rows ≥ 1`; `a` and `out` as for [`RawTile`] (with `rows` weight rows);
+/// the CPU supports the kernel's level.
 pub(super) type RawPacked =
     unsafe fn(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], out_stride: usize);
+
+/// The groups of a run ([`RawPacked`]) of `rows` rows, `mr` a group and
+/// `group_bytes` each: the byte offset of each, its first row and its rows.
+/// A kernel loops over them itself, so that a decode step's stream of groups
+/// runs from one call (with nothing between the groups but this loop).
+#[inline(always)]
+pub(super) fn groups_of_run(group_bytes: usize, mr: usize, rows: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    (0..rows.div_ceil(mr)).map(move |g| (g * group_bytes, g * mr, (rows - g * mr).min(mr)))
+}

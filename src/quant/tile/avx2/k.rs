@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::Source;
+use super::super::common::{groups_of_run, Source};
 use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Bytes of a Q8_K block.
@@ -372,7 +372,7 @@ macro_rules! k_kernels {
             k_tile!(nb, Rows::new(w, $wb), w.len(), a, out, stride, $ty, $pack, $group[$($pre),*])
         }
 
-        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        /// A run of groups of weight rows repacked by `TileKernel::pack_group`.
         ///
         /// # Safety
         /// The contract of `super::super::common::RawPacked`, at this level.
@@ -385,8 +385,16 @@ macro_rules! k_kernels {
             out: &mut [f32],
             stride: usize,
         ) {
-            let src = Repacked::new(group.as_ptr(), $wb, 0, $tail);
-            k_tile!(nb, src, rows, a, out, stride, $ty, $pack, $group[$($pre),*])
+            // one group (`k_tile` returns early for one activation row)
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn one(nb: usize, group: *const u8, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+                let src = Repacked::new(group, $wb, 0, $tail);
+                k_tile!(nb, src, rows, a, out, stride, $ty, $pack, $group[$($pre),*])
+            }
+            for (at, first, n) in groups_of_run(nb * $wb * MR, MR, rows) {
+                one(nb, group[at..].as_ptr(), n, a, &mut out[first..], stride)
+            }
         }
     };
 }

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::Source;
+use super::super::common::{groups_of_run, Source};
 use super::k::{q4_k_tiled_packed, q5_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, store_acc, Repacked, MR};
 
@@ -77,7 +77,7 @@ unsafe fn single<const FIVE: bool, const H: usize>(nb: usize, s: &Repacked, a: *
     store_acc([o], m, [acc]);
 }
 
-/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`: one
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one
 /// activation row by [`single`], more by the tile.
 ///
 /// # Safety
@@ -85,13 +85,16 @@ unsafe fn single<const FIVE: bool, const H: usize>(nb: usize, s: &Repacked, a: *
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     if let [a1] = a {
-        let s = Repacked::new(group.as_ptr(), 144, 0, 0);
-        return single::<false, 8>(nb, &s, a1.as_ptr(), out.as_mut_ptr(), rows.min(MR));
+        for (at, first, n) in groups_of_run(nb * 144 * MR, MR, rows) {
+            let s = Repacked::new(group[at..].as_ptr(), 144, 0, 0);
+            single::<false, 8>(nb, &s, a1.as_ptr(), out[first..].as_mut_ptr(), n);
+        }
+        return;
     }
     q4_k_tiled_packed(nb, group, rows, a, out, stride)
 }
 
-/// A group of Q5_K weight rows repacked by `TileKernel::pack_group`: one
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one
 /// activation row by [`single`], more by the tile.
 ///
 /// # Safety
@@ -99,8 +102,11 @@ pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     if let [a1] = a {
-        let s = Repacked::new(group.as_ptr(), 176, 0, 0);
-        return single::<true, 4>(nb, &s, a1.as_ptr(), out.as_mut_ptr(), rows.min(MR));
+        for (at, first, n) in groups_of_run(nb * 176 * MR, MR, rows) {
+            let s = Repacked::new(group[at..].as_ptr(), 176, 0, 0);
+            single::<true, 4>(nb, &s, a1.as_ptr(), out[first..].as_mut_ptr(), n);
+        }
+        return;
     }
     q5_k_tiled_packed(nb, group, rows, a, out, stride)
 }

@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{Blocks, Source, PREPARED_BLOCK as PB};
+use super::super::common::{groups_of_run, Blocks, Source, PREPARED_BLOCK as PB};
 use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Blocks per packed chunk.
@@ -359,7 +359,7 @@ macro_rules! kernels {
             tile::<$mode>(nb, &Weights::<$t, _>(Rows::new(w, $wb)), w.len(), a, out, stride)
         }
 
-        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        /// A run of groups of weight rows repacked by `TileKernel::pack_group`.
         ///
         /// # Safety
         /// The contract of `super::super::common::RawPacked`, at this level.
@@ -375,8 +375,10 @@ macro_rules! kernels {
             // constants reach the loop (as at AVX-512)
             #[target_feature(enable = "avx2,fma,f16c")]
             unsafe fn run(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-                let src = Repacked::new(group.as_ptr(), $wb, $head, 0);
-                tile::<$mode>(nb, &Weights::<$t, _>(src), rows, a, out, stride)
+                for (at, first, n) in groups_of_run(nb * $wb * MR, MR, rows) {
+                    let src = Repacked::new(group[at..].as_ptr(), $wb, $head, 0);
+                    tile::<$mode>(nb, &Weights::<$t, _>(src), n, a, &mut out[first..], stride)
+                }
             }
             run(nb, group, rows, a, out, stride)
         }

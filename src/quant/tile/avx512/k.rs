@@ -408,7 +408,7 @@ macro_rules! k_kernels {
             k_tile!(nb, $src::<_ $(, $five)?>(Rows::new(w, $wb)), w.len(), a, out, stride, $ty, $group)
         }
 
-        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        /// A run of groups of weight rows repacked by `TileKernel::pack_group`.
         ///
         /// # Safety
         /// The contract of `super::super::common::RawPacked`, at this level.
@@ -421,8 +421,17 @@ macro_rules! k_kernels {
             out: &mut [f32],
             stride: usize,
         ) {
-            let src = $src::<_ $(, $five)?>(Repacked::new(group.as_ptr(), $wb, 0, $tail));
-            k_tile!(nb, src, rows, a, out, stride, $ty, $group)
+            // one group (`k_tile` returns early for one activation row)
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn one(nb: usize, group: *const u8, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
+                let src = $src::<_ $(, $five)?>(Repacked::new(group, $wb, 0, $tail));
+                k_tile!(nb, src, rows, a, out, stride, $ty, $group)
+            }
+            let mr = super::lanes::MR;
+            for (at, first, n) in super::super::common::groups_of_run(nb * $wb * mr, mr, rows) {
+                one(nb, group[at..].as_ptr(), n, a, &mut out[first..], stride)
+            }
         }
     };
 }

@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::prefetch_ahead;
+use super::super::common::{groups_of_run, prefetch_ahead};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -124,7 +124,7 @@ unsafe fn single_k4<const FIVE: bool>(nb: usize, p: *const u8, a: *const u8, o: 
     }
 }
 
-/// A group of Q4_K weight rows repacked by `TileKernel::pack_group`: one
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one
 /// activation row by [`single_k4`], more by the tile.
 ///
 /// # Safety
@@ -132,12 +132,15 @@ unsafe fn single_k4<const FIVE: bool>(nb: usize, p: *const u8, a: *const u8, o: 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     if let [a] = a {
-        return single_k4::<false>(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), lanes_mask(rows));
+        for (at, first, n) in groups_of_run(nb * 144 * MR, MR, rows) {
+            single_k4::<false>(nb, group[at..].as_ptr(), a.as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+        }
+        return;
     }
     q4_k_tiled_packed(nb, group, rows, a, out, stride)
 }
 
-/// A group of Q5_K weight rows repacked by `TileKernel::pack_group`: one
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one
 /// activation row by [`single_k4`], more by the tile.
 ///
 /// # Safety
@@ -145,7 +148,10 @@ pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     if let [a] = a {
-        return single_k4::<true>(nb, group.as_ptr(), a.as_ptr(), out.as_mut_ptr(), lanes_mask(rows));
+        for (at, first, n) in groups_of_run(nb * 176 * MR, MR, rows) {
+            single_k4::<true>(nb, group[at..].as_ptr(), a.as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+        }
+        return;
     }
     q5_k_tiled_packed(nb, group, rows, a, out, stride)
 }

@@ -23,8 +23,8 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{Blocks, Source, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, lanes_mask, Repacked, Rows};
+use super::super::common::{groups_of_run, Blocks, Source, PREPARED_BLOCK as PB};
+use super::lanes::{bcast, lanes_mask, Repacked, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
 const KC: usize = 32;
@@ -396,7 +396,7 @@ macro_rules! kernels {
             tile(nb, &$ty::<_, false>(Rows::new(w, $wb)), w.len(), a, out, stride)
         }
 
-        /// A group of weight rows repacked by `TileKernel::pack_group`.
+        /// A run of groups of weight rows repacked by `TileKernel::pack_group`.
         ///
         /// # Safety
         /// The contract of `super::super::common::RawPacked`, at this level.
@@ -413,13 +413,17 @@ macro_rules! kernels {
             // instead of being read and branched on per block.
             #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,gfni")]
             unsafe fn with_gfni(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-                let g = Repacked::new(group.as_ptr(), $wb, $head, $tail);
-                tile_gfni(nb, &$ty::<_, true>(g), rows, a, out, stride)
+                for (at, first, n) in groups_of_run(nb * $wb * MR, MR, rows) {
+                    let g = Repacked::new(group[at..].as_ptr(), $wb, $head, $tail);
+                    tile_gfni(nb, &$ty::<_, true>(g), n, a, &mut out[first..], stride)
+                }
             }
             #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
             unsafe fn without(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-                let g = Repacked::new(group.as_ptr(), $wb, $head, $tail);
-                tile(nb, &$ty::<_, false>(g), rows, a, out, stride)
+                for (at, first, n) in groups_of_run(nb * $wb * MR, MR, rows) {
+                    let g = Repacked::new(group[at..].as_ptr(), $wb, $head, $tail);
+                    tile(nb, &$ty::<_, false>(g), n, a, &mut out[first..], stride)
+                }
             }
             if std::arch::is_x86_feature_detected!("gfni") {
                 with_gfni(nb, group, rows, a, out, stride)

@@ -12,13 +12,21 @@ pub const HOST_ALIGN: usize = 64;
 #[repr(C, align(64))]
 struct Line([u8; HOST_ALIGN]);
 
+#[cfg(target_os = "linux")]
+mod huge;
+
 /// Buffers at least this large are anonymous maps advised to use huge pages
-/// (fewer TLB misses for strided kernels); smaller ones are heap vectors.
-const MAP_MIN: usize = 4 << 20;
+/// (fewer TLB misses, and streams the hardware prefetchers follow across 4 KiB
+/// boundaries); smaller ones are heap vectors. On Linux the map starts on a
+/// huge-page boundary, so every whole 2 MiB of it can be one.
+const MAP_MIN: usize = 2 << 20;
 
 enum Bytes {
     Heap(Vec<Line>),
+    #[cfg(not(target_os = "linux"))]
     Map(memmap2::MmapMut),
+    #[cfg(target_os = "linux")]
+    Map(huge::HugeMap),
 }
 
 /// A zero-initialised, 64-byte aligned byte buffer.
@@ -44,9 +52,11 @@ impl HostBuffer {
     /// [`Error::OutOfMemory`] when the system refuses the memory.
     pub fn zeroed(len: usize) -> Result<HostBuffer> {
         if len >= MAP_MIN {
-            if let Ok(map) = memmap2::MmapMut::map_anon(len) {
-                #[cfg(target_os = "linux")]
-                let _ = map.advise(memmap2::Advice::HugePage);
+            #[cfg(target_os = "linux")]
+            let map = huge::HugeMap::zeroed(len);
+            #[cfg(not(target_os = "linux"))]
+            let map = memmap2::MmapMut::map_anon(len).ok();
+            if let Some(map) = map {
                 return Ok(HostBuffer { bytes: Bytes::Map(map), len });
             }
         }
