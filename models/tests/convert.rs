@@ -102,7 +102,14 @@ fn converted_checkpoints_match_llama_cpp() {
         }
         let d = max_diff(&rgml_logits(&out), &llamacpp_logits(case));
         eprintln!("{case}: rgml vs llama.cpp max |diff| {d:.3e}");
-        assert!(d <= 1e-4, "{case}: rgml vs llama.cpp max |diff| {d}");
+        // F16 weights round each activation to f16 (their dot partner, as in ggml), so a
+        // one-ulp f32 difference from a sum taken in another order flips that rounding
+        // (2^-11 relative) and travels on: rgml sums as the AVX-512 build of llama.cpp that
+        // made the fixture (0 apart there), and 1.0-1.2e-3 apart at the AVX2 and scalar levels
+        let f16_elsewhere =
+            case == "single_f16" && rgml::quant::dot::SimdLevel::detect() < rgml::quant::dot::SimdLevel::Avx512;
+        let tol = if f16_elsewhere { 3e-3 } else { 1e-4 };
+        assert!(d <= tol, "{case}: rgml vs llama.cpp max |diff| {d} (tolerance {tol})");
     }
     fs::remove_dir_all(&out_dir).unwrap();
 }
