@@ -72,7 +72,7 @@ impl AnyBackend {
 
 impl AnyBackend {
     /// [`CpuBackend::with_repacked_weights`] on the CPU. Asking for repacked
-    /// weights on CUDA is [`Error::Invalid`](crate::Error::Invalid): its
+    /// weights on CUDA is [`crate::Error::Invalid`]: its
     /// kernels read weights as they are.
     pub fn with_repacked_weights(self, repack: bool) -> Result<AnyBackend> {
         self.cpu_option("repacked weights", repack, CpuBackend::with_repacked_weights)
@@ -87,7 +87,7 @@ impl AnyBackend {
         matches!(self, AnyBackend::Cpu(b) if b.repacks_weights())
     }
     /// [`CpuBackend::with_profile`] on the CPU; on CUDA (whose kernels run
-    /// asynchronously) asking for it is [`Error::Invalid`](crate::Error::Invalid).
+    /// asynchronously) asking for it is [`crate::Error::Invalid`].
     pub fn with_profile(self, on: bool) -> Result<AnyBackend> {
         self.cpu_option("profiling", on, CpuBackend::with_profile)
     }

@@ -4,14 +4,14 @@
 //! capsule, and 1.x, the `DLManagedTensorVersioned` of `"dltensor_versioned"`
 //! ([`ManagedTensor::into_versioned`], [`import_versioned`]).
 //!
-//! - [`export`] (a leaf with host data, or a view of one) and
+//! - [`export()`] (a leaf with host data, or a view of one) and
 //!   [`export_results`] (tensors of a CPU run's [`CpuStorage`](crate::CpuStorage))
 //!   give [`ManagedTensor`]s: a heap-allocated `DLManagedTensor` over rgml's
 //!   bytes that keeps them alive (it holds an `Arc` of the leaf's buffer, file
 //!   mapping or run storage) until its deleter runs, exactly once: when the
 //!   `ManagedTensor` is dropped, or, after [`ManagedTensor::into_raw`], when
 //!   the consumer calls it.
-//! - [`import`] (unsafe: the caller vouches for the pointer) makes a
+//! - [`import()`] (unsafe: the caller vouches for the pointer) makes a
 //!   read-only leaf of a [`Context`](crate::Context) over a `DLManagedTensor`'s
 //!   memory, plus a view for strided or offset tensors; the context calls the
 //!   deleter when it drops the leaf.

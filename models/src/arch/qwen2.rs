@@ -1,5 +1,5 @@
 //! Qwen 2 / 2.5: Llama's block with Q/K/V biases and NEOX rotary embedding (the
-//! rotation style comes from [`super::Arch::rope_mode`], the biases from the file).
+//! rotation style comes from [`Architecture::rope_mode`](super::Architecture::rope_mode), the biases from the file).
 
 use rgml::{Result, TensorId};
 

@@ -110,7 +110,7 @@ struct Shared {
     wake: Condvar,
 }
 
-/// A pool of `threads` threads: the caller of [`GraphPool::for_ranges`] and
+/// A pool of `threads` threads: the caller of [`Session::for_ranges`] and
 /// `threads - 1` workers.
 pub(crate) struct GraphPool {
     shared: Arc<Shared>,

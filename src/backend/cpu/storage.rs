@@ -21,7 +21,7 @@ pub struct CpuStorage {
     pub(super) plan: Plan,
     pub(super) buffer: HostBuffer,
     leaf_copies: IdMap<HostBuffer>,
-    /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`]);
+    /// Repacked weight matrices by leaf ([`CpuBackend::with_repacked_weights`](crate::CpuBackend::with_repacked_weights));
     /// `None` for a leaf that does not qualify.
     pub(super) packed: IdMap<Option<HostBuffer>>,
     /// The regions of the last compute, kept while the plan and the buffer stay

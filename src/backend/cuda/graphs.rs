@@ -1,4 +1,4 @@
-//! CUDA graphs ([`CudaBackend::with_graphs`]): a compute that a storage has
+//! CUDA graphs ([`CudaBackend::with_graphs`](crate::CudaBackend::with_graphs)): a compute that a storage has
 //! already run once, for the same graph at the same device addresses, is
 //! captured as a CUDA graph and launched; later ones launch the captured
 //! graph again. One launch then replaces one driver call per node, which is

@@ -1,5 +1,5 @@
 //! Device memory of one planned graph: the plan buffer and device copies of
-//! the graph's leaves (uploaded once, at [`CudaBackend::alloc`] or the first
+//! the graph's leaves (uploaded once, at [`CudaBackend::alloc`](crate::Backend::alloc) or the first
 //! [`CudaStorage::rebind`] that needs them).
 //!
 //! Leaf copies mirror the CPU storage: a leaf the graph only reads

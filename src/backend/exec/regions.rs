@@ -24,7 +24,7 @@ pub(crate) struct Region<B> {
 pub(crate) struct Regions<B> {
     slots: Vec<Option<(TensorId, Region<B>)>>,
     /// Distinct for every table of the process and every change to one:
-    /// what [`Bindings`] made from it are valid for.
+    /// what [`Bindings`](super::bindings::Bindings) made from it are valid for.
     revision: u64,
 }
 

@@ -143,7 +143,7 @@ unsafe fn pack_iq4_nl(s: &impl Source<__m256i>, b: usize) -> Packed {
     out
 }
 
-/// Block `b` of 8 Q8_0 rows, transposed ([`transpose32`]), as `|q|` (0..8) and `q` (8..16).
+/// Block `b` of 8 Q8_0 rows, transposed ([`transpose32`](super::lanes::transpose32)), as `|q|` (0..8) and `q` (8..16).
 ///
 /// # Safety
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX2.

@@ -206,7 +206,7 @@ unsafe fn pack_iq4_nl<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Pack
     out
 }
 
-/// Block `b` of 16 Q8_0 rows: the quants transposed ([`transpose32`]) and made
+/// Block `b` of 16 Q8_0 rows: the quants transposed ([`transpose32`](super::lanes::transpose32)) and made
 /// unsigned (`+ 128`).
 ///
 /// # Safety

@@ -6,7 +6,7 @@
 //! row then costs, per 32 values, 8 `vpdpbusd` for 16 × 32 multiply-adds.
 //! [`legacy`] holds the 32-value types (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL), [`k`] the k-quants with
 //! Q8_K activations (Q4_K, Q5_K, Q6_K) and [`k_single`] their one-row
-//! kernels on repacked Q4_K/Q5_K, [`iq4_xs`] IQ4_XS (Q8_K activations
+//! kernels on repacked Q4_K/Q5_K, [`iq4_xs`](mod@iq4_xs) IQ4_XS (Q8_K activations
 //! too); [`lanes`] their shared loads and transposes.
 
 // index loops read best over the lanes and vectors of a block
