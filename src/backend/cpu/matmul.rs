@@ -98,39 +98,18 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         None => Vec::new(),
     };
     let group_size = tiled.as_ref().and_then(|(t, _)| t.packed_group_size(k));
-    // one activation row, repacked weights, packed f32 outputs: each range of
-    // blocks is one kernel call over its run of groups, written in place
-    let runs = packed
-        .zip(group_size)
-        .filter(|_| n1 == 1 && dst.l.nb[0] == 4 && tiled.as_ref().is_some_and(|(t, _)| A_BLOCK.is_multiple_of(t.mr())));
+    // one activation row, repacked weights, packed f32 outputs: runs of groups
+    let runs = match (&tiled, packed.zip(group_size)) {
+        (Some((t, _)), Some((weights, group))) if n1 == 1 && dst.l.nb[0] == 4 && A_BLOCK.is_multiple_of(t.mr()) => {
+            Some(PackedRuns { t: *t, k, m, blocks, ne2: ne[2] as usize, weights, group, acts: &prepared })
+        }
+        _ => None,
+    };
     let failed = FirstError::default();
     // each block of weight rows is computed alone: shrinking ranges keep the bits
     ex.for_shrinking_ranges(batches * blocks, A_BLOCK * k * n1, |items| {
-        if let (Some((p, gs)), Some((t, _))) = (runs, &tiled) {
-            let mut item = items.start;
-            while item < items.end {
-                let (batch, blk) = (item / blocks, item % blocks);
-                let end = items.end.min((batch + 1) * blocks);
-                let rows = blk * A_BLOCK..((end - batch * blocks) * A_BLOCK).min(m);
-                let (i2, i3) = (batch % ne[2] as usize, batch / ne[2] as usize);
-                let first = rows.start / t.mr();
-                let groups = p.get(first * gs..(first + rows.len().div_ceil(t.mr())) * gs);
-                // SAFETY: elements (rows, 0, i2, i3) of dst are packed f32 inside it, and
-                // only this range writes them (ranges partition i0 within a batch).
-                let out = unsafe {
-                    let at = dst.row(0, i2 as i64, i3 as i64).add(4 * rows.start).cast::<f32>();
-                    std::slice::from_raw_parts_mut(at, rows.len())
-                };
-                let run = match groups {
-                    Some(g) => t.run_packed(k, g, rows.len(), &prepared[batch..batch + 1], out, rows.len()),
-                    None => Err(crate::error::Error::internal("a run of packed groups outside its buffer")),
-                };
-                if run.is_err() {
-                    failed.keep(run);
-                    return;
-                }
-                item = end;
-            }
+        if let Some(runs) = &runs {
+            failed.keep(runs.run(items, &dst));
             return;
         }
         let mut out = Vec::new();
@@ -216,6 +195,50 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         }
     });
     failed.into_result()
+}
+
+/// One activation row against repacked weights into packed F32 outputs: a
+/// range of blocks of weight rows is one kernel call over its run of groups
+/// (`TileKernel::run_packed`), writing its outputs in place, so that nothing
+/// runs between the groups of a thread's stream.
+struct PackedRuns<'a> {
+    t: tile::TileKernel,
+    k: usize,
+    /// Weight rows, and blocks of [`A_BLOCK`] of them, per matrix.
+    m: usize,
+    blocks: usize,
+    /// The output's `ne[2]` (a batch index is `i2 + ne2 · i3`).
+    ne2: usize,
+    /// The repacked matrix, and the bytes of one of its groups.
+    weights: &'a [u8],
+    group: usize,
+    /// The prepared activation row of each batch.
+    acts: &'a [&'a [u8]],
+}
+
+impl PackedRuns<'_> {
+    /// Items `items` (blocks of weight rows, batch after batch) into `dst`.
+    fn run(&self, items: std::ops::Range<usize>, dst: &StridedMut) -> Result<()> {
+        let (mr, mut item) = (self.t.mr(), items.start);
+        while item < items.end {
+            let (batch, blk) = (item / self.blocks, item % self.blocks);
+            let end = items.end.min((batch + 1) * self.blocks);
+            let rows = blk * A_BLOCK..((end - batch * self.blocks) * A_BLOCK).min(self.m);
+            let (i2, i3) = ((batch % self.ne2) as i64, (batch / self.ne2) as i64);
+            let first = rows.start / mr;
+            let groups = self.weights.get(first * self.group..(first + rows.len().div_ceil(mr)) * self.group);
+            let groups =
+                groups.ok_or_else(|| crate::error::Error::internal("a run of packed groups outside its buffer"))?;
+            // SAFETY: elements (rows, 0, i2, i3) of dst are packed f32 inside it (the
+            // caller's check), and only this range writes them (ranges partition i0 within a batch).
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(dst.row(0, i2, i3).add(4 * rows.start).cast::<f32>(), rows.len())
+            };
+            self.t.run_packed(self.k, groups, rows.len(), &self.acts[batch..batch + 1], out, rows.len())?;
+            item = end;
+        }
+        Ok(())
+    }
 }
 
 /// Whether repacking weights for `t` pays on `cpu`: decode streams them
