@@ -111,24 +111,15 @@ pub trait Element: bytemuck::Pod + Send + Sync {
     const DTYPE: DType;
 }
 
-impl Element for f32 {
-    const DTYPE: DType = DType::F32;
+macro_rules! elements {
+    ($($t:ty => $d:ident),*) => {
+        $(impl Element for $t {
+            const DTYPE: DType = DType::$d;
+        })*
+    };
 }
-impl Element for f16 {
-    const DTYPE: DType = DType::F16;
-}
-impl Element for bf16 {
-    const DTYPE: DType = DType::BF16;
-}
-impl Element for i8 {
-    const DTYPE: DType = DType::I8;
-}
-impl Element for i16 {
-    const DTYPE: DType = DType::I16;
-}
-impl Element for i32 {
-    const DTYPE: DType = DType::I32;
-}
+
+elements!(f32 => F32, f16 => F16, bf16 => BF16, i8 => I8, i16 => I16, i32 => I32);
 
 #[cfg(test)]
 mod tests {
