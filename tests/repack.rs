@@ -85,7 +85,7 @@ fn repacked_weights_give_the_same_bits() {
     let packed = CpuBackend::new(2).unwrap().with_repacked_weights(true);
     let group_bytes = q4_0_packed_bytes();
     let mapped = ctx.leaf_bytes(w).unwrap().to_vec();
-    for (n, batch) in [(1, 1), (3, 1), (37, 1), (5, 2)] {
+    for (n, batch) in [(1, 1), (1, 3), (3, 1), (37, 1), (5, 2)] {
         let (want, none) = product(&mut ctx, w, n, batch, &plain);
         let (got, bytes) = product(&mut ctx, w, n, batch, &packed);
         assert_eq!(none, 0, "repacking is off by default");
@@ -245,4 +245,23 @@ fn a_row_keeps_its_bits_at_any_row_count() {
         }
         std::fs::remove_file(&path).ok();
     }
+}
+
+/// A decode step's product split over the threads (weights long enough that
+/// each thread runs its own ranges of repacked groups, one kernel call each)
+/// gives the bits of one thread running them all, and of the tile in place.
+#[test]
+fn a_repacked_row_split_over_threads_keeps_its_bits() {
+    let k = 65536; // 40 rows: 2.6 M multiply-adds, past the point where a product splits
+    let path = weights_file_k(DType::Q4_0, k, "threads");
+    let mut ctx = Context::new();
+    let w = load_gguf(&mut ctx, &GgufFile::open(&path).unwrap()).unwrap().get("w").unwrap();
+    let plain = CpuBackend::new(2).unwrap().with_row_invariant_products(true);
+    let (want, _) = product_k(&mut ctx, w, k, 1, 2, &plain);
+    for threads in [1, 2, 3] {
+        let packed = CpuBackend::new(threads).unwrap().with_repacked_weights(true);
+        let (got, _) = product_k(&mut ctx, w, k, 1, 2, &packed);
+        assert_eq!(got, want, "{threads} threads");
+    }
+    std::fs::remove_file(&path).ok();
 }
