@@ -16,13 +16,11 @@ fn fixture() -> (Vec<f32>, Vec<f32>) {
     (v[..N].to_vec(), v[N..].to_vec())
 }
 
+/// Whether rgml's kernels run at AVX2 or above here (AVX2 and FMA, and not
+/// capped below by `RGML_SIMD`): then its exp is ggml's vector one.
 fn vector_exp() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    use rgml::quant::dot::SimdLevel;
+    SimdLevel::detect() >= SimdLevel::Avx2
 }
 
 #[test]
