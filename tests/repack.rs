@@ -26,15 +26,20 @@ fn weights_file(dtype: DType, tag: &str) -> std::path::PathBuf {
 
 /// A GGUF file holding one M × `k` matrix of `dtype`.
 fn weights_file_k(dtype: DType, k: i64, tag: &str) -> std::path::PathBuf {
+    weights_file_mk(dtype, M, k, tag)
+}
+
+/// A GGUF file holding one `m` × `k` matrix of `dtype`.
+fn weights_file_mk(dtype: DType, m: i64, k: i64, tag: &str) -> std::path::PathBuf {
     let mut rng = Rng(3);
-    let vals = rng.vec((M * k) as usize, 1.0);
-    let mut bytes = vec![0u8; dtype.row_size(k).unwrap() * M as usize];
+    let vals = rng.vec((m * k) as usize, 1.0);
+    let mut bytes = vec![0u8; dtype.row_size(k).unwrap() * m as usize];
     for (row, dst) in vals.chunks(k as usize).zip(bytes.chunks_mut(dtype.row_size(k).unwrap())) {
         rgml::quant::quantize_row(dtype, row, dst).unwrap();
     }
     let path = std::env::temp_dir().join(format!("rgml-repack-{tag}-{}.gguf", std::process::id()));
     let mut w = GgufWriter::new();
-    w.add_tensor("w", dtype, &[k, M], bytes).unwrap();
+    w.add_tensor("w", dtype, &[k, m], bytes).unwrap();
     w.write(&path).unwrap();
     path
 }
@@ -247,21 +252,26 @@ fn a_row_keeps_its_bits_at_any_row_count() {
     }
 }
 
-/// A decode step's product split over the threads (weights long enough that
-/// each thread runs its own ranges of repacked groups, one kernel call each)
+/// A decode step's product split over the threads (weights large enough that
+/// each thread runs its own ranges of repacked groups, one kernel call each,
+/// the outputs of several rows through a buffer 256 weight rows at a time)
 /// gives the bits of one thread running them all, and of the tile in place.
 #[test]
 fn a_repacked_row_split_over_threads_keeps_its_bits() {
-    let k = 65536; // 40 rows: 2.6 M multiply-adds, past the point where a product splits
-    let path = weights_file_k(DType::Q4_0, k, "threads");
-    let mut ctx = Context::new();
-    let w = load_gguf(&mut ctx, &GgufFile::open(&path).unwrap()).unwrap().get("w").unwrap();
-    let plain = CpuBackend::new(2).unwrap().with_row_invariant_products(true);
-    let (want, _) = product_k(&mut ctx, w, k, 1, 2, &plain);
-    for threads in [1, 2, 3] {
-        let packed = CpuBackend::new(threads).unwrap().with_repacked_weights(true);
-        let (got, _) = product_k(&mut ctx, w, k, 1, 2, &packed);
-        assert_eq!(got, want, "{threads} threads");
+    // 40 rows of 65536 values, and 600 of 4096: past the work from which a product splits
+    for (m, k) in [(M, 65536), (600, 4096)] {
+        let path = weights_file_mk(DType::Q4_0, m, k, &format!("threads-{m}"));
+        let mut ctx = Context::new();
+        let w = load_gguf(&mut ctx, &GgufFile::open(&path).unwrap()).unwrap().get("w").unwrap();
+        let plain = CpuBackend::new(2).unwrap().with_row_invariant_products(true);
+        for n in [1, 3, 8] {
+            let (want, _) = product_k(&mut ctx, w, k, n, 2, &plain);
+            for threads in [1, 2, 3] {
+                let packed = CpuBackend::new(threads).unwrap().with_repacked_weights(true);
+                let (got, _) = product_k(&mut ctx, w, k, n, 2, &packed);
+                assert_eq!(got, want, "m={m} n={n}: {threads} threads");
+            }
+        }
+        std::fs::remove_file(&path).ok();
     }
-    std::fs::remove_file(&path).ok();
 }

@@ -98,10 +98,11 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
         None => Vec::new(),
     };
     let group_size = tiled.as_ref().and_then(|(t, _)| t.packed_group_size(k));
-    // one activation row, repacked weights, packed f32 outputs: runs of groups
+    // a few activation rows (decode, one sequence or a server's batch) on repacked
+    // weights: runs of groups
     let runs = match (&tiled, packed.zip(group_size)) {
-        (Some((t, _)), Some((weights, group))) if n1 == 1 && dst.l.nb[0] == 4 && A_BLOCK.is_multiple_of(t.mr()) => {
-            Some(PackedRuns { t: *t, k, m, blocks, ne2: ne[2] as usize, weights, group, acts: &prepared })
+        (Some((t, _)), Some((weights, group))) if n1 <= RUN_MAX_ROWS && A_BLOCK.is_multiple_of(t.mr()) => {
+            Some(PackedRuns { t: *t, k, m, n1, blocks, ne2: ne[2] as usize, weights, group, acts: &prepared })
         }
         _ => None,
     };
@@ -197,29 +198,42 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
     failed.into_result()
 }
 
-/// One activation row against repacked weights into packed F32 outputs: a
-/// range of blocks of weight rows is one kernel call over its run of groups
-/// (`TileKernel::run_packed`), writing its outputs in place, so that nothing
-/// runs between the groups of a thread's stream.
+/// Activation rows up to which a product on repacked weights goes by runs of
+/// groups ([`PackedRuns`]): decode steps, whose weights stream from memory.
+/// Past it (prompts) the kernels are busy with the arithmetic, and a run's
+/// outputs would no longer fit the L1.
+const RUN_MAX_ROWS: usize = 8;
+/// Weight rows a run's outputs go through its buffer at a time when they are
+/// not written in place (`RUN_MAX_ROWS` of 256: 8 KiB).
+const RUN_PIECE_ROWS: usize = 256;
+
+/// A few activation rows against repacked weights: a range of blocks of
+/// weight rows is one kernel call over its run of groups
+/// (`TileKernel::run_packed`), so that nothing runs between the groups of a
+/// thread's stream; one row into packed F32 outputs is written in place.
 struct PackedRuns<'a> {
     t: tile::TileKernel,
     k: usize,
     /// Weight rows, and blocks of [`A_BLOCK`] of them, per matrix.
     m: usize,
+    /// Activation rows per batch.
+    n1: usize,
     blocks: usize,
     /// The output's `ne[2]` (a batch index is `i2 + ne2 · i3`).
     ne2: usize,
     /// The repacked matrix, and the bytes of one of its groups.
     weights: &'a [u8],
     group: usize,
-    /// The prepared activation row of each batch.
+    /// The prepared activation rows, `n1` per batch.
     acts: &'a [&'a [u8]],
 }
 
 impl PackedRuns<'_> {
     /// Items `items` (blocks of weight rows, batch after batch) into `dst`.
     fn run(&self, items: std::ops::Range<usize>, dst: &StridedMut) -> Result<()> {
-        let (mr, mut item) = (self.t.mr(), items.start);
+        let (mr, n1, mut item) = (self.t.mr(), self.n1, items.start);
+        let in_place = n1 == 1 && dst.l.nb[0] == 4;
+        let mut tmp = Vec::new();
         while item < items.end {
             let (batch, blk) = (item / self.blocks, item % self.blocks);
             let end = items.end.min((batch + 1) * self.blocks);
@@ -229,12 +243,31 @@ impl PackedRuns<'_> {
             let groups = self.weights.get(first * self.group..(first + rows.len().div_ceil(mr)) * self.group);
             let groups =
                 groups.ok_or_else(|| crate::error::Error::internal("a run of packed groups outside its buffer"))?;
-            // SAFETY: elements (rows, 0, i2, i3) of dst are packed f32 inside it (the
-            // caller's check), and only this range writes them (ranges partition i0 within a batch).
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(dst.row(0, i2, i3).add(4 * rows.start).cast::<f32>(), rows.len())
-            };
-            self.t.run_packed(self.k, groups, rows.len(), &self.acts[batch..batch + 1], out, rows.len())?;
+            let acts = &self.acts[batch * n1..(batch + 1) * n1];
+            if in_place {
+                // SAFETY: elements (rows, 0, i2, i3) of dst are packed f32 inside it, and
+                // only this range writes them (ranges partition i0 within a batch).
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut(dst.row(0, i2, i3).add(4 * rows.start).cast::<f32>(), rows.len())
+                };
+                self.t.run_packed(self.k, groups, rows.len(), acts, out, rows.len())?;
+            } else {
+                // the outputs through a buffer that stays in the L1, a piece of the run at a time
+                let piece = RUN_PIECE_ROWS.next_multiple_of(mr);
+                for (p, start) in rows.clone().step_by(piece).enumerate() {
+                    let sub = start..(start + piece).min(rows.end);
+                    let bytes = &groups[p * (piece / mr) * self.group..];
+                    let bytes = &bytes[..sub.len().div_ceil(mr) * self.group];
+                    tmp.resize(n1 * sub.len(), 0f32);
+                    self.t.run_packed(self.k, bytes, sub.len(), acts, &mut tmp, sub.len())?;
+                    for (i1, vals) in tmp.chunks_exact(sub.len()).enumerate() {
+                        for (i0, &v) in sub.clone().zip(vals) {
+                            // SAFETY: element (i0, i1, i2, i3) of dst exists and only this range writes it.
+                            unsafe { dst.row(i1 as i64, i2, i3).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
+                        }
+                    }
+                }
+            }
             item = end;
         }
         Ok(())
