@@ -144,14 +144,9 @@ pub(crate) fn mul_mat(ex: &Exec, dst: StridedMut, a: Strided, b: Strided, packed
                         failed.keep(run);
                         return;
                     }
-                    for (i1, vals) in out.chunks_exact(sub.len()).enumerate() {
-                        for (i0, &v) in sub.clone().zip(vals) {
-                            // SAFETY: as for the write below.
-                            unsafe {
-                                dst.row(i1 as i64, i2 as i64, i3 as i64).add(i0 * dst.l.nb[0]).cast::<f32>().write(v)
-                            };
-                        }
-                    }
+                    // SAFETY: elements (sub, .., i2, i3) of dst exist and only this item
+                    // writes them (items partition i0 within a batch).
+                    unsafe { put_rows(&dst, sub.clone(), &out, i2 as i64, i3 as i64) };
                 }
                 continue;
             }
@@ -260,17 +255,27 @@ impl PackedRuns<'_> {
                     let bytes = &bytes[..sub.len().div_ceil(mr) * self.group];
                     tmp.resize(n1 * sub.len(), 0f32);
                     self.t.run_packed(self.k, bytes, sub.len(), acts, &mut tmp, sub.len())?;
-                    for (i1, vals) in tmp.chunks_exact(sub.len()).enumerate() {
-                        for (i0, &v) in sub.clone().zip(vals) {
-                            // SAFETY: element (i0, i1, i2, i3) of dst exists and only this range writes it.
-                            unsafe { dst.row(i1 as i64, i2, i3).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
-                        }
-                    }
+                    // SAFETY: elements (sub, .., i2, i3) of dst exist and only this range writes them.
+                    unsafe { put_rows(dst, sub, &tmp, i2, i3) };
                 }
             }
             item = end;
         }
         Ok(())
+    }
+}
+
+/// Writes `vals` (`rows.len()` outputs per activation row, row after row) to
+/// elements `(rows, i1, i2, i3)` of `dst`, `i1` counting the activation rows.
+///
+/// # Safety
+/// Those elements exist, and nothing else writes them meanwhile.
+unsafe fn put_rows(dst: &StridedMut, rows: std::ops::Range<usize>, vals: &[f32], i2: i64, i3: i64) {
+    for (i1, vals) in vals.chunks_exact(rows.len()).enumerate() {
+        for (i0, &v) in rows.clone().zip(vals) {
+            // SAFETY: the caller's.
+            unsafe { dst.row(i1 as i64, i2, i3).add(i0 * dst.l.nb[0]).cast::<f32>().write(v) };
+        }
     }
 }
 
