@@ -438,4 +438,4 @@ macro_rules! k_kernels {
 
 k_kernels!(q4_k, q4_k_tiled_packed, K4<false>, 144, 0, PackedK, group_k4);
 k_kernels!(q5_k, q5_k_tiled_packed, K4<true>, 176, 0, PackedK, group_k4);
-k_kernels!(q6_k, q6_k_packed, Q6K, 210, 2, Packed6, group_q6);
+k_kernels!(q6_k, q6_k_tiled_packed, Q6K, 210, 2, Packed6, group_q6);
