@@ -73,7 +73,8 @@ macro_rules! single_k4_kernel {
             let block = if FIVE { 176 } else { 144 } * MR;
             // groups 2C (low nibbles) and 2C + 1 (high nibbles) of quant bytes 32C..,
             // scaled; a constant C lets every index fold
-            #[inline(always)]
+            #[inline]
+            #[target_feature(enable = $features)]
             unsafe fn pair<const FIVE: bool, const C: usize>(q: *const u8, y: *const u8, w: &HeadK) -> __m512i {
                 // body vectors: the 4 of the heads, Q5_K's 8 of fifth bits, then the nibbles
                 let qs = if FIVE { 12 } else { 4 };
@@ -189,7 +190,8 @@ unsafe fn q6_offsets(nb: usize, a: *const u8, out: &mut [i32]) {
 ///
 /// # Safety
 /// The CPU must have AVX-512 F.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn signed_byte(v: __m512i, i: usize) -> __m512i {
     match i {
         0 => _mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(v)),
@@ -212,7 +214,8 @@ unsafe fn signed_byte(v: __m512i, i: usize) -> __m512i {
 ///
 /// # Safety
 /// As for [`single_q6`].
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q6_quarter<const H: usize, const HALF: usize>(
     q: *const u8,
     y: *const u8,
