@@ -1,6 +1,6 @@
 //! One activation row against repacked Q4_K/Q5_K/Q6_K groups (decode's
 //! products): each super-block's quants are split and used as they are
-//! loaded, and only its scales and mins ([`HeadK`](super::k::HeadK)) are
+//! loaded, and only its scales and mins ([`HeadK`]) are
 //! decoded whole. A whole [`super::k`] tile block, which one row would not
 //! reuse, would cost a 4–6 KiB store per super-block. Q5_K's fifth bit is
 //! merged into each nibble vector: under a byte mask, or where the CPU has
