@@ -45,12 +45,11 @@ unsafe fn fifth_bit(qh: __m256i, g: usize) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quants<const FIVE: bool, const C: usize>(s: &Repacked, b: usize, e: usize) -> (__m256i, __m256i) {
     let m4 = _mm256_set1_epi8(0x0f);
-    let c = C;
-    let t = s.dword(b, if FIVE { 48 } else { 16 } + 32 * c + 4 * e);
+    let t = s.dword(b, if FIVE { 48 } else { 16 } + 32 * C + 4 * e);
     let (mut lo, mut hi) = (_mm256_and_si256(t, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(t), m4));
     if FIVE {
-        // bit g of qh byte l is the fifth bit of value 32g + l: bit 2c for the
-        // low nibbles, 2c + 1 for the high ones, each moved to bit 4 within its byte
+        // bit g of qh byte l is the fifth bit of value 32g + l: bit 2C for the
+        // low nibbles, 2C + 1 for the high ones, each moved to bit 4 within its byte
         let qh = s.dword(b, 16 + 4 * e);
         lo = _mm256_or_si256(lo, fifth_bit(qh, 2 * C));
         hi = _mm256_or_si256(hi, fifth_bit(qh, 2 * C + 1));
