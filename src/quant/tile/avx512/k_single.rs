@@ -1,8 +1,8 @@
 //! One activation row against repacked Q4_K/Q5_K/Q6_K groups (decode's
 //! products): each super-block's quants are split and used as they are
-//! loaded, and only its scales and mins ([`HeadK`]) are
-//! decoded whole. A whole [`super::k`] tile block, which one row would not
-//! reuse, would cost a 4–6 KiB store per super-block. Q5_K's fifth bit is
+//! loaded, and only its scales and mins ([`HeadK`]) are decoded whole. A
+//! whole [`super::k`] tile block, which one row would not reuse, would cost a
+//! 4–6 KiB store per super-block. Q5_K's fifth bit is
 //! merged into each nibble vector: under a byte mask, or where the CPU has
 //! GFNI by one `vgf2p8affineqb`, which also moves the high nibbles down in one
 //! instruction. Q6_K's two high bits are shifted into place and merged by one
@@ -312,6 +312,16 @@ mod tests {
     use crate::quant::dot::{quantize_activations, SimdLevel};
     use crate::quant::tile::tile_kernel_for;
 
+    /// An xorshift stream of random words from `seed`.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Random bytes (an xorshift), `d` and `dmin` of each 176-byte Q5_K block
     /// kept finite: the byte-mask and GFNI forms of the one-row kernel give
     /// the same bits as each other and as the tile at one row, on any quants
@@ -323,13 +333,7 @@ mod tests {
             eprintln!("skipped: no AVX-512 VNNI");
             return;
         };
-        let (k, mut x) = (3 * 256, 0x9e37_79b9_7f4a_7c15u64);
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let (k, mut next) = (3 * 256, xorshift(0x9e37_79b9_7f4a_7c15));
         let rows: Vec<Vec<u8>> = (0..MR)
             .map(|_| {
                 let mut r: Vec<u8> = (0..3 * 176).map(|_| next() as u8).collect();
@@ -384,13 +388,7 @@ mod tests {
             eprintln!("skipped: no AVX-512 VNNI");
             return;
         };
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for (nb, rows) in [(1usize, 16usize), (3, 7), (4, 35), (65, 17)] {
             let k = 256 * nb;
             let w: Vec<Vec<u8>> = (0..rows)
