@@ -1,5 +1,5 @@
 //! Weights repacked ahead of time (`TileKernel::pack_group` / `run_packed`:
-//! every type with an AVX2 or AVX-512 VNNI tile but Q6_K at AVX2): on
+//! every type with an AVX2 or AVX-512 VNNI tile): on
 //! every group shape (1..=mr weight rows, k = 1, 3 and 129 (k-quants: 17) blocks, 0..=37 activation rows, unaligned slices, an
 //! output stride wider than the group), the repacked kernel gives exactly the
 //! bits `TileKernel::run` gives on the rows themselves, and writes nothing
@@ -15,7 +15,7 @@ use rgml::quant::tile::{packed_q4_0_block, tile_kernel_for, TileKernel};
 use rgml::{DType, Error};
 
 /// The weight types and levels with a repacked kernel.
-const PACKING: [(DType, SimdLevel); 16] = [
+const PACKING: [(DType, SimdLevel); 17] = [
     (DType::Q4_0, SimdLevel::Avx2),
     (DType::Q4_1, SimdLevel::Avx2),
     (DType::Q5_0, SimdLevel::Avx2),
@@ -23,6 +23,7 @@ const PACKING: [(DType, SimdLevel); 16] = [
     (DType::IQ4_NL, SimdLevel::Avx2),
     (DType::Q4_K, SimdLevel::Avx2),
     (DType::Q5_K, SimdLevel::Avx2),
+    (DType::Q6_K, SimdLevel::Avx2),
     (DType::Q4_0, SimdLevel::Avx512),
     (DType::Q4_1, SimdLevel::Avx512),
     (DType::Q5_0, SimdLevel::Avx512),
@@ -247,7 +248,8 @@ fn every_packed_layout_is_the_documented_one() {
 
 #[test]
 fn packing_checks_its_arguments() {
-    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q4_K, SimdLevel::Scalar), (DType::Q6_K, SimdLevel::Avx2)] {
+    for (w, l) in [(DType::Q4_0, SimdLevel::Scalar), (DType::Q4_K, SimdLevel::Scalar), (DType::Q6_K, SimdLevel::Scalar)]
+    {
         let Some(t) = tile_kernel_for(w, l) else { continue };
         assert!(!t.packs() && t.packed_group_size(32).is_none(), "{t:?}");
         let row = vec![0u8; w.row_size(w.block_size() as i64).unwrap()];

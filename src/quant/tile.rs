@@ -71,7 +71,7 @@
 //! AVX2, which has the same `vpsignb`/`vpmaddubsw` caveat as its dot kernel.
 //!
 //! # Repacked weights
-//! Every AVX-512 VNNI tile, and every AVX2 one but Q6_K's, also run on
+//! Every AVX-512 VNNI and AVX2 tile also runs on
 //! weights repacked ahead of time ([`TileKernel::pack_group`],
 //! [`TileKernel::run_packed`]): a group of `mr` rows stored block by block as
 //! the kernel reads them, each block's body (its bytes past a leading f16
@@ -197,6 +197,7 @@ pub fn tile_kernel_for(w: DType, level: SimdLevel) -> Option<TileKernel> {
         (SimdLevel::Avx2, DType::IQ4_NL) => Some(avx2::iq4_nl_packed),
         (SimdLevel::Avx2, DType::Q4_K) => Some(avx2::q4_k_packed),
         (SimdLevel::Avx2, DType::Q5_K) => Some(avx2::q5_k_packed),
+        (SimdLevel::Avx2, DType::Q6_K) => Some(avx2::q6_k_packed),
         (SimdLevel::Avx512, DType::Q4_0) => Some(avx512::q4_0_packed),
         (SimdLevel::Avx512, DType::Q4_1) => Some(avx512::q4_1_packed),
         (SimdLevel::Avx512, DType::Q5_0) => Some(avx512::q5_0_packed),
@@ -362,10 +363,8 @@ impl TileKernel {
 
     /// True if this kernel can run on weights repacked ahead of time
     /// ([`TileKernel::pack_group`], [`TileKernel::run_packed`]): every type
-    /// at AVX-512 VNNI, every type but Q6_K at AVX2 (whose tile, even
-    /// repacked, streams slower than its dot kernel at one activation row),
-    /// where the repacked form skips the per-call transposes and streams
-    /// sequentially.
+    /// with a tile at AVX-512 VNNI and AVX2, where the repacked form skips
+    /// the per-call transposes and streams sequentially.
     pub fn packs(&self) -> bool {
         self.packed.is_some()
     }

@@ -288,8 +288,8 @@ unsafe fn put_rows(dst: &StridedMut, rows: std::ops::Range<usize>, vals: &[f32],
 /// (`quant::tile`'s `k_single`) about twice as fast as their dots. AMD's
 /// cores at AVX2 width run the repacked tiles of one activation row slower
 /// than the memory delivers (compute-bound: Q8_0, Q4_K and Q5_K at 0.65–0.8 of
-/// the read) where the dots of Q8_0 and the k-quants keep up, so those stay in
-/// place there too.
+/// the read) where the dots of Q8_0 and the k-quants keep up, so those stay
+/// in place there too.
 pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) -> bool {
     let w = t.weight_type();
     let zen4_avx512 =
@@ -297,7 +297,7 @@ pub(crate) fn repack_pays(t: &tile::TileKernel, cpu: &crate::cpu_info::CpuInfo) 
     let amd_avx2 = cpu.is_amd() && t.level() == dot::SimdLevel::Avx2;
     t.packs()
         && !(zen4_avx512 && w == DType::Q6_K)
-        && !(amd_avx2 && matches!(w, DType::Q8_0 | DType::Q4_K | DType::Q5_K))
+        && !(amd_avx2 && matches!(w, DType::Q8_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K))
 }
 
 /// Weight leaf `a` repacked for its tile kernel ([`tile::TileKernel::pack_group`],

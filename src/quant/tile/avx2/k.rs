@@ -210,6 +210,41 @@ struct Packed6 {
     d: __m256,
 }
 
+/// The signed 8-bit scales of a Q6_K super-block of 8 rows (bytes 192..208,
+/// transposed by dwords: lane `r` of vector `e` holds scales `4e..4e + 4` of
+/// row `r`), spread for `vpmaddwd`.
+pub(super) struct Scales6([__m256i; 4]);
+
+impl Scales6 {
+    /// Super-block `b`'s scales.
+    ///
+    /// # Safety
+    /// As for [`pack_q6_k`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn decode(s: &impl Source<__m256i>, b: usize) -> Scales6 {
+        Scales6(s.t16(b, 192))
+    }
+
+    /// Group `g`'s scale in both i16 of each lane (moved to the top byte of
+    /// an i16 and sign-extended from there), for `vpmaddwd`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale(&self, g: usize) -> __m256i {
+        let j = Some(g % 4);
+        _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(self.0[g / 4], dword_shuffle([None, j, None, j])))
+    }
+
+    /// Groups `2p` and `2p + 1`'s scales as the two i16 of each lane, for
+    /// `vpmaddwd` with a pair of `bsums`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn pair(&self, p: usize) -> __m256i {
+        let j = 2 * (p % 2);
+        _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(self.0[p / 2], dword_shuffle([None, Some(j), None, Some(j + 1)])))
+    }
+}
+
 /// Super-block `b` of 8 Q6_K rows.
 ///
 /// # Safety
@@ -217,24 +252,13 @@ struct Packed6 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn pack_q6_k(s: &impl Source<__m256i>, b: usize) -> Packed6 {
+    let scales = Scales6::decode(s, b);
     let mut out = Packed6 {
         q: [[_mm256_setzero_si256(); 4]; 16],
-        sc: [_mm256_setzero_si256(); 16],
-        pairs: [_mm256_setzero_si256(); 8],
+        sc: std::array::from_fn(|g| scales.scale(g)),
+        pairs: std::array::from_fn(|p| scales.pair(p)),
         d: _mm256_castsi256_ps(s.half(b, 208)),
     };
-    // lane r of s[e]: scales 4e..4e + 4 of row r; each moved to the top byte of
-    // an i16 and sign-extended from there
-    let sv = s.t16(b, 192);
-    for g in 0..16 {
-        let j = Some(g % 4);
-        out.sc[g] = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sv[g / 4], dword_shuffle([None, j, None, j])));
-    }
-    for g in 0..8 {
-        let j = 2 * (g % 2);
-        let tops = _mm256_shuffle_epi8(sv[g / 2], dword_shuffle([None, Some(j), None, Some(j + 1)]));
-        out.pairs[g] = _mm256_srai_epi16::<8>(tops);
-    }
     let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     for h in 0..2 {
         // value 128h + 32q + l: a nibble of ql byte 64h + 32(q % 2) + l, bits 2q..2q + 2 of qh byte 32h + l
@@ -360,7 +384,7 @@ macro_rules! k_tile {
 
 /// Defines the kernel `$name` on weight rows in their GGUF layout and
 /// `$packed` on a group repacked with `$tail` bytes of each super-block after
-/// its transposed body ([`Repacked`]), both decoding by `$pack`.
+/// its transposed body ([`Repacked`]: Q6_K's `d`), both decoding by `$pack`.
 macro_rules! k_kernels {
     ($name:ident, $packed:ident, $wb:expr, $tail:expr, $ty:ty, $pack:expr, $group:ident [$($pre:tt),*]) => {
         /// Weights in their GGUF layout (activations: Q8_K rows as they are).
@@ -402,13 +426,4 @@ macro_rules! k_kernels {
 k_kernels!(q4_k, q4_k_tiled_packed, 144, 0, PackedK, pack_k4::<false>, group_k4[8]);
 k_kernels!(q5_k, q5_k_tiled_packed, 176, 0, PackedK, pack_k4::<true>, group_k4[4]);
 
-/// Q6_K weights (activations: Q8_K rows as they are). No repacked form: at
-/// one activation row the dot kernel streams faster than this tile, even
-/// repacked.
-///
-/// # Safety
-/// The contract of `super::super::common::RawTile`, at this level.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn q6_k(nb: usize, w: &[&[u8]], a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k_tile!(nb, Rows::new(w, 210), w.len(), a, out, stride, Packed6, pack_q6_k, group_q6[])
-}
+k_kernels!(q6_k, q6_k_tiled_packed, 210, 2, Packed6, pack_q6_k, group_q6[]);
