@@ -34,7 +34,10 @@ pub(crate) fn scale(ex: &Exec, s: f32, dst: StridedMut, a: Strided) -> Result<()
 pub(crate) fn unary(ex: &Exec, op: UnaryOp, dst: StridedMut, a: Strided) -> Result<()> {
     match op {
         UnaryOp::Relu => map_with(ex, dst, a, |x| if x > 0.0 { x } else { 0.0 }),
-        UnaryOp::Gelu => map_with(ex, dst, a, gelu),
+        UnaryOp::Gelu => {
+            let table = gelu_table();
+            map_with(ex, dst, a, move |x| gelu(table, x))
+        }
         UnaryOp::Silu if vexp::vector() => map_with(ex, dst, a, vexp::silu),
         UnaryOp::Silu => map_with(ex, dst, a, vexp::silu_libm),
         UnaryOp::Neg => map_with(ex, dst, a, |x| -x),
@@ -52,7 +55,10 @@ pub(crate) fn glu(ex: &Exec, op: GluOp, dst: StridedMut, a: Strided, b: Strided)
         GluOp::Swiglu if vexp::vector() => binary_with(ex, dst, a, b, |x, g| vexp::silu(x) * g),
         GluOp::Swiglu => binary_with(ex, dst, a, b, |x, g| vexp::silu_libm(x) * g),
         // ggml's geglu gives exactly 0 below -10, whatever the gate
-        GluOp::Geglu => binary_with(ex, dst, a, b, |x, g| if x <= -10.0 { 0.0 } else { gelu(x) * g }),
+        GluOp::Geglu => {
+            let table = gelu_table();
+            binary_with(ex, dst, a, b, move |x, g| if x <= -10.0 { 0.0 } else { gelu(table, x) * g })
+        }
         GluOp::SwigluOai => binary_with(ex, dst, a, b, swiglu_oai),
     }
 }
@@ -68,21 +74,61 @@ fn swiglu_oai(x: f32, g: f32) -> f32 {
 /// lookup table of every f16), 0 from -10 down and `x` from 10 up. Models tested
 /// against llama.cpp (Gemma's GeGLU) depend on the rounding.
 /// The f16 result is looked up by the f16 input's bits, as ggml does (one
-/// `tanh` per f16 value, once per process, instead of one per element).
-pub(crate) fn gelu(x: f32) -> f32 {
+/// `tanh` per f16 value, once per process, instead of one per element), in
+/// the [`gelu_table`] the caller fetched once: branch-free but for the
+/// lookup, so that a loop of it vectorizes (the lookups gathered).
+#[inline(always)]
+fn gelu(table: &[f32; 1 << 16], x: f32) -> f32 {
+    let y = table[usize::from(f16_bits(x))];
     if x <= -10.0 {
-        return 0.0;
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        y
     }
-    if x >= 10.0 {
-        return x;
-    }
-    let table =
-        GELU_F16.get_or_init(|| (0..=u16::MAX).map(|b| gelu_of_f16(half::f16::from_bits(b)).to_bits()).collect());
-    half::f16::from_bits(table[usize::from(half::f16::from_f32(x).to_bits())]).to_f32()
 }
 
-/// GELU of every f16 value, by its bits.
-static GELU_F16: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+/// The bits of `x` rounded to the nearest f16, ties to even, as the F16C
+/// instruction (`half::f16::from_f32` on x86) rounds it; infinities stay
+/// infinite and NaNs stay NaN (quiet). Integer arithmetic and selects, so
+/// that it vectorizes where `half`'s call per value does not.
+#[inline(always)]
+fn f16_bits(x: f32) -> u16 {
+    let u = x.to_bits();
+    let sign = (u >> 16) & 0x8000;
+    let a = u & 0x7fff_ffff;
+    // normal f16: rebias the exponent (127 → 15), round the 13 dropped bits to even
+    // (a carry into the exponent is the right result, up to infinity)
+    let normal = (a.wrapping_sub(0x3800_0000) + 0xfff + ((a >> 13) & 1)) >> 13;
+    // below f16's smallest normal: adding 0.5 puts the f16 subnormal's units
+    // (2^-24) at f32's last mantissa bit, so the FPU's own rounding is f16's
+    let sub = (f32::from_bits(a) + 0.5).to_bits().wrapping_sub(0x3f00_0000);
+    let nan = 0x7e00 | ((a >> 13) & 0x3ff);
+    let h = if a > 0x7f80_0000 {
+        nan
+    } else if a >= 0x4780_0000 {
+        // 65536 and up (infinity included): f16's infinity; 65520..65536 round up to it above
+        0x7c00
+    } else if a < 0x3880_0000 {
+        sub
+    } else {
+        normal
+    };
+    (sign | h) as u16
+}
+
+/// ggml's GELU of every f16 value, by its bits, widened to f32 (exact).
+fn gelu_table() -> &'static [f32; 1 << 16] {
+    static GELU: std::sync::OnceLock<Box<[f32; 1 << 16]>> = std::sync::OnceLock::new();
+    GELU.get_or_init(|| {
+        let mut t = Box::new([0f32; 1 << 16]);
+        for (b, v) in t.iter_mut().enumerate() {
+            *v = gelu_of_f16(half::f16::from_bits(b as u16)).to_f32();
+        }
+        t
+    })
+}
 
 /// The tanh GELU of one f16 input, rounded to f16.
 fn gelu_of_f16(h: half::f16) -> half::f16 {
