@@ -3,7 +3,7 @@
 //! sums per key, summed across in one transposing tree where a dot per key
 //! would sum each across alone, with the dot kernels' bits) and the value rows
 //! weighted into every head of the group ([`weighted_sum`]: each chunk of a
-//! row widened once for up to [`HEADS`] heads, whose sums stay in registers).
+//! row widened once for up to 8 heads, whose sums stay in registers).
 //! Any row length: the last chunk of a row is a masked load.
 
 use std::arch::x86_64::*;
@@ -145,14 +145,14 @@ pub(super) unsafe fn scores16<const HALF: bool>(
     unsafe { _mm512_mask_storeu_ps(out, lanes(n, 0), sum_across(v)) };
 }
 
-/// Heads summed together by [`weighted_sum`] (their sums held in registers).
-const HEADS: usize = 8;
-
 /// `acc[h · dv + i] = Σ_j w[h · n_kv + j] · v_j[i]` for every head `h < heads`,
 /// `i < dv` and key `j` of `keys` in order, the value rows `v_j` at
 /// `v + j · stride` (F16 when `HALF`, else F32); a zero weight adds nothing
 /// (its row is not read for that head, as a masked key's may hold anything).
-/// Each chunk of a row is widened once for up to [`HEADS`] heads.
+/// The heads go up to 8 at a time, each pass over the keys taking as many
+/// 16-value chunks of the rows as keeps 16 sums in registers (4 heads: 64
+/// values a row): each chunk widened once for those heads, and 16 chains of
+/// adds in flight where one chunk a pass left the adds' latency exposed.
 ///
 /// # Safety
 /// Each row `j` of `keys` holds `dv` values; `w` holds `heads · n_kv` f32 and
@@ -161,34 +161,72 @@ const HEADS: usize = 8;
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 pub(super) unsafe fn weighted_sum<const HALF: bool>(
     dv: usize,
+    v: (*const u8, usize),
+    keys: &[u32],
+    (w, n_kv, heads): (*const f32, usize, usize),
+    acc: *mut f32,
+) {
+    // SAFETY: the caller's, passed on.
+    unsafe {
+        match heads {
+            0 => {}
+            1 => weighted_passes::<HALF, 1, 16>(dv, v, keys, (w, n_kv, heads), acc),
+            2 => weighted_passes::<HALF, 2, 8>(dv, v, keys, (w, n_kv, heads), acc),
+            3 | 4 => weighted_passes::<HALF, 4, 4>(dv, v, keys, (w, n_kv, heads), acc),
+            _ => weighted_passes::<HALF, 8, 2>(dv, v, keys, (w, n_kv, heads), acc),
+        }
+    }
+}
+
+/// [`weighted_sum`] by groups of `H` heads and passes of `C` chunks.
+///
+/// # Safety
+/// As for [`weighted_sum`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+unsafe fn weighted_passes<const HALF: bool, const H: usize, const C: usize>(
+    dv: usize,
     (v, stride): (*const u8, usize),
     keys: &[u32],
     (w, n_kv, heads): (*const f32, usize, usize),
     acc: *mut f32,
 ) {
-    for i in (0..dv).step_by(16) {
-        let m = lanes(dv, i);
-        for h0 in (0..heads).step_by(HEADS) {
-            let hn = (heads - h0).min(HEADS);
-            let mut sums = [_mm512_setzero_ps(); HEADS];
+    for h0 in (0..heads).step_by(H) {
+        let hn = (heads - h0).min(H);
+        for i0 in (0..dv).step_by(16 * C) {
+            let mut sums = [[_mm512_setzero_ps(); C]; H];
+            let mut x = [_mm512_setzero_ps(); C];
             for &j in keys {
                 let j = j as usize;
                 // SAFETY: row j's lanes l < dv - i, and the weights of heads h0..h0 + hn
                 // at key j < n_kv, are inside their buffers.
                 unsafe {
-                    let x = chunk::<HALF>(v.add(j * stride), i, m);
-                    for (hh, s) in sums.iter_mut().enumerate().take(hn) {
+                    for c in 0..C {
+                        let i = i0 + 16 * c;
+                        if i < dv {
+                            x[c] = chunk::<HALF>(v.add(j * stride), i, lanes(dv, i));
+                        }
+                    }
+                    for hh in 0..hn {
                         let wj = *w.add((h0 + hh) * n_kv + j);
                         if wj != 0.0 {
-                            // a multiply and an add, as the other paths' `a + e · x`
-                            *s = _mm512_add_ps(*s, _mm512_mul_ps(x, _mm512_set1_ps(wj)));
+                            let b = _mm512_set1_ps(wj);
+                            for c in 0..C {
+                                // a multiply and an add, as the other paths' `a + e · x`
+                                sums[hh][c] = _mm512_add_ps(sums[hh][c], _mm512_mul_ps(x[c], b));
+                            }
                         }
                     }
                 }
             }
-            for (hh, s) in sums.iter().enumerate().take(hn) {
-                // SAFETY: head h0 + hh's lanes l < dv - i are inside `acc`.
-                unsafe { _mm512_mask_storeu_ps(acc.add((h0 + hh) * dv + i), m, *s) };
+            for hh in 0..hn {
+                for c in 0..C {
+                    let i = i0 + 16 * c;
+                    if i < dv {
+                        // SAFETY: head h0 + hh's lanes l < dv - i are inside `acc`.
+                        unsafe { _mm512_mask_storeu_ps(acc.add((h0 + hh) * dv + i), lanes(dv, i), sums[hh][c]) };
+                    }
+                }
             }
         }
     }
@@ -259,7 +297,14 @@ mod tests {
         if !supported() {
             return;
         }
-        let (dv, n_kv, heads) = (24, 6, 10);
+        // every grouping of heads (1, 2, 4 and 8 at a time), one to several passes
+        for (dv, heads) in [(24, 10), (24, 1), (136, 2), (64, 3), (256, 4), (80, 9)] {
+            weighted_sum_case(dv, heads);
+        }
+    }
+
+    fn weighted_sum_case(dv: usize, heads: usize) {
+        let n_kv = 6;
         let mut rows = vals(n_kv * dv, 3);
         rows[2 * dv + 5] = f32::NAN;
         let mut w = vals(heads * n_kv, 4);
@@ -289,13 +334,13 @@ mod tests {
                         .map(|j| f64::from(w[h * n_kv + j]) * f64::from(rows[j * dv + i]))
                         .sum();
                     let got = f64::from(acc[h * dv + i]);
-                    assert!((got - want).abs() < 1e-5, "half {half} head {h} value {i}: {got} vs {want}");
+                    assert!((got - want).abs() < 1e-5, "dv {dv} half {half} head {h} value {i}: {got} vs {want}");
                     // the bits of the scalar `a + e · x` in key order
                     let mut a = 0f32;
                     for &j in keys.iter().filter(|&&j| w[h * n_kv + j as usize] != 0.0) {
                         a += w[h * n_kv + j as usize] * rows[j as usize * dv + i];
                     }
-                    assert_eq!(acc[h * dv + i].to_bits(), a.to_bits(), "half {half} head {h} value {i}");
+                    assert_eq!(acc[h * dv + i].to_bits(), a.to_bits(), "dv {dv} half {half} head {h} value {i}");
                 }
             }
         }
