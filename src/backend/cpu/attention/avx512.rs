@@ -182,6 +182,8 @@ pub(super) unsafe fn weighted_sum<const HALF: bool>(
 ///
 /// # Safety
 /// As for [`weighted_sum`].
+// index loops read best over the chunks of a pass and the heads of a group
+#[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 unsafe fn weighted_passes<const HALF: bool, const H: usize, const C: usize>(
