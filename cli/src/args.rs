@@ -181,8 +181,9 @@ pub struct BenchArgs {
     /// bandwidth beside --model (default four times the last cache, 256 MiB to 2 GiB).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub stream_mib: Option<u64>,
-    /// With --types: activation rows of those products (default 1).
-    #[arg(long, default_value_t = 1)]
+    /// With --types or --stream: activation rows of those products (default 1; a few:
+    /// a server's batched decode).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..=65536))]
     pub act_rows: i64,
     /// The synthetic llama's KV cache type (with --llama): f16, f32 or q8_0.
     #[arg(long, default_value = "f16", value_parser = parse_kv)]

@@ -272,14 +272,15 @@ pub const STREAM_TYPES: [rgml::DType; 9] = {
     [F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K]
 };
 
-/// The streaming rows (`MV-stream-{type}`, with `repack` `…-rp`): matrix-vector products
-/// over distinct `n`×`n` weight matrices of each type, `total` bytes of them in all
+/// The streaming rows (`MV-stream-{type}`, with `repack` `…-rp`, with more than one
+/// activation row `…-n{rows}`): products of `rows` activation rows with distinct
+/// `n`×`n` weight matrices of each type, `total` bytes of them in all
 /// ([`stream_bytes`]: four times the last cache), so that a decode step's weights come
 /// from memory as a real model's do; weight GB/s against a parallel read of as many bytes on the same threads,
 /// timed alternately. The mark for every type is 0.9 of the read.
 pub fn run_stream(
     threads: usize,
-    (n, total): (i64, usize),
+    (n, rows_n, total): (i64, i64, usize),
     reps: usize,
     types: &[rgml::DType],
     repack: bool,
@@ -294,10 +295,11 @@ pub fn run_stream(
         }
         let one = dt.row_size(n).unwrap_or(0) * n as usize;
         let count = total.div_ceil(one.max(1));
-        let w = workloads::matvecs(dt, n, n, count, repack).map_err(e)?;
+        let w = workloads::matvecs(dt, n, n, (count, rows_n), repack).map_err(e)?;
         let buf = read_buffer(w.weight_bytes().map_err(e)? as usize)?;
         let mut r = run_weights(&cpu, &w, reps, || read_buffer_gbps(&cpu, buf.values(), reps))?;
-        r.name = format!("MV-stream-{dt}{}", if repack { "-rp" } else { "" });
+        let batch = if rows_n > 1 { format!("-n{rows_n}") } else { String::new() };
+        r.name = format!("MV-stream-{dt}{}{batch}", if repack { "-rp" } else { "" });
         r.what = format!("{} ({} MiB; against reading as many bytes)", w.what, r.bytes >> 20);
         each(&r);
         rows.push(r);

@@ -98,7 +98,7 @@ fn specs(s: &Sizes) -> Vec<Spec> {
     }
     for &(side, count) in &s.matvecs {
         v.push(spec(format!("MV-q4_0-{side}"), Kind::MatVec, move || {
-            workloads::matvecs(DType::Q4_0, side, side, count, false)
+            workloads::matvecs(DType::Q4_0, side, side, (count, 1), false)
         }));
     }
     // a prompt's products: the dequantized F16 GEMM (the default), then the dot kernels

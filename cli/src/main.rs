@@ -517,7 +517,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode, String> {
                 outln!("CPU: {}", cpu_line());
             }
             let total = rgml_cli::bench::stream_bytes(a.stream_mib.map(|m| m as usize));
-            rgml_cli::bench::run_stream(a.threads, (n, total), reps, types, a.stream_repack, |r| {
+            rgml_cli::bench::run_stream(a.threads, (n, a.act_rows, total), reps, types, a.stream_repack, |r| {
                 outln!("{}", if a.json { r.json() } else { r.table_line() });
             })?;
             Ok(ExitCode::SUCCESS)

@@ -187,11 +187,12 @@ pub fn matmul_float(dtype: DType, m: i64, k: i64, n: i64) -> Result<Workload> {
     Workload::new("MM", format!("mul_mat {dtype} {m}x{k} weights x {dtype} {k}x{n}"), ctx, out)
 }
 
-/// `count` matrix-vector products (N=1), each with its own `k`×`m` weights of
-/// type `dtype` (same values, distinct tensors) and one shared f32 vector: with
-/// enough `count` the weights together exceed the caches, so every product
-/// reads its weights from memory, and the per-graph overhead is shared.
-pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize, mapped: bool) -> Result<Workload> {
+/// `count` products, each with its own `k`×`m` weights of type `dtype` (same
+/// values, distinct tensors) and the same `rows` f32 activation rows (1: a
+/// matrix-vector product, a decode step's; a few: a server's batched decode):
+/// with enough `count` the weights together exceed the caches, so every
+/// product reads its weights from memory, and the per-graph overhead is shared.
+pub fn matvecs(dtype: DType, m: i64, k: i64, (count, rows): (usize, i64), mapped: bool) -> Result<Workload> {
     if count == 0 {
         return Err(rgml::Error::Invalid("matvecs workload: count must be at least 1".into()));
     }
@@ -217,10 +218,10 @@ pub fn matvecs(dtype: DType, m: i64, k: i64, count: usize, mapped: bool) -> Resu
     } else {
         converted(&mut ctx, wf, dtype, count)?
     };
-    let x = filled(&mut ctx, &[k, 1], 4)?;
+    let x = filled(&mut ctx, &[k, rows], 4)?;
     let outs = ws.iter().map(|&w| ctx.mul_mat(w, x)).collect::<Result<Vec<_>>>()?;
     let how = if mapped { ", mapped" } else { "" };
-    let what = format!("{count} x mul_mat {dtype} {m}x{k} weights (distinct{how}), N=1");
+    let what = format!("{count} x mul_mat {dtype} {m}x{k} weights (distinct{how}), N={rows}");
     Workload::with_outputs("MV", what, ctx, &outs)
 }
 

@@ -156,6 +156,24 @@ fn cli_bench_stream_rows() {
     }
 }
 
+/// `rgml bench --stream --act-rows 4`: the rows of a batched decode (named `-n4`, the
+/// products of 4 activation rows, repacked too); 0 rows are refused.
+#[test]
+fn cli_bench_stream_rows_take_activation_rows() {
+    let args = ["bench", "--stream", "--n", "256", "--types", "q4_0", "--stream-mib", "1", "--reps", "1"];
+    for repack in [false, true] {
+        let extra: &[&str] = if repack { &["--act-rows", "4", "--stream-repack"] } else { &["--act-rows", "4"] };
+        let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).args(extra).output().unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+        let want = if repack { "MV-stream-q4_0-rp-n4 " } else { "MV-stream-q4_0-n4 " };
+        let row = stdout.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with(want) && row.contains("N=4"), "{stdout}");
+    }
+    let run = Command::new(env!("CARGO_BIN_EXE_rgml")).args(args).args(["--act-rows", "0"]).output().unwrap();
+    assert!(!run.status.success() && String::from_utf8_lossy(&run.stderr).contains("act-rows"));
+}
+
 /// `rgml bench --model`: the CPU, the weight bytes a token reads (every tensor, one row of
 /// the token embeddings when the output matrix is its own) and generation against the
 /// machine's read bandwidth.
