@@ -252,13 +252,19 @@ impl Scales6 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn pack_q6_k(s: &impl Source<__m256i>, b: usize) -> Packed6 {
-    let scales = Scales6::decode(s, b);
     let mut out = Packed6 {
         q: [[_mm256_setzero_si256(); 4]; 16],
-        sc: std::array::from_fn(|g| scales.scale(g)),
-        pairs: std::array::from_fn(|p| scales.pair(p)),
+        sc: [_mm256_setzero_si256(); 16],
+        pairs: [_mm256_setzero_si256(); 8],
         d: _mm256_castsi256_ps(s.half(b, 208)),
     };
+    let scales = Scales6::decode(s, b);
+    for g in 0..16 {
+        out.sc[g] = scales.scale(g);
+    }
+    for p in 0..8 {
+        out.pairs[p] = scales.pair(p);
+    }
     let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     for h in 0..2 {
         // value 128h + 32q + l: a nibble of ql byte 64h + 32(q % 2) + l, bits 2q..2q + 2 of qh byte 32h + l
