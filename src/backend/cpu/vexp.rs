@@ -54,8 +54,8 @@ pub(crate) fn exp(x: f32) -> f32 {
     // Every lane computes all three forms (branch-free, so the loop
     // vectorizes); a lane that will not use `far` or `huge` computes them on
     // 1.0, since on its own factors they underflow to subnormals, which cost
-    // Intel cores a microcode assist per instruction (SiLU ran about 10x
-    // slower). ggml's vector form skips them when no lane needs them.
+    // Intel cores a microcode assist per instruction (README, streaming:
+    // 2026-12-06 (16)). ggml's vector form skips them when no lane needs them.
     let s2 = if a > 126.0 { s2 } else { 1.0 };
     let s1h = if a > 192.0 { s1 } else { 1.0 };
     let near = j.mul_add(k, k);
