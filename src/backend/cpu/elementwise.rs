@@ -100,7 +100,8 @@ fn f16_bits(x: f32) -> u16 {
     let a = u & 0x7fff_ffff;
     // normal f16: rebias the exponent (127 → 15), round the 13 dropped bits to even
     // (a carry into the exponent is the right result, up to infinity)
-    let normal = (a.wrapping_sub(0x3800_0000) + 0xfff + ((a >> 13) & 1)) >> 13;
+    // (wrapping: below 2^-15 this lane's value is not used, and may wrap)
+    let normal = (a.wrapping_sub(0x3800_0000).wrapping_add(0xfff + ((a >> 13) & 1))) >> 13;
     // below f16's smallest normal: adding 0.5 puts the f16 subnormal's units
     // (2^-24) at f32's last mantissa bit, so the FPU's own rounding is f16's
     let sub = (f32::from_bits(a) + 0.5).to_bits().wrapping_sub(0x3f00_0000);
@@ -421,6 +422,10 @@ mod tests {
             9.999,
             -10.0,
             10.0,
+            // just under 2^-15, where the normal form's rebias wraps
+            f32::from_bits(0x37ff_f001),
+            f32::from_bits(0x37ff_f800),
+            f32::from_bits(0x37ff_ffff),
         ];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let random = (0..1_000_000).map(|_| {
