@@ -144,6 +144,11 @@ pub(super) trait Blocks<P> {
     unsafe fn get(&self, b: usize) -> P;
 }
 
+/// Bytes of a Q6_K super-block, as the one-row kernels of both levels read a
+/// repacked group of them (each row's 208-byte body transposed, its `d` after).
+#[cfg(target_arch = "x86_64")]
+pub(super) const Q6_BYTES: usize = 210;
+
 /// How far ahead of the block in use the repacked kernels prefetch their
 /// stream: 2.3 KiB (8 AVX-512 Q4_0 blocks, 16 AVX2 ones, one Q4_K super-block
 /// of 16 rows). One thread streaming 4096 × 4096 Q4_0 weights from L3 went

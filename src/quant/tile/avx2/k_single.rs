@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, Source};
+use super::super::common::{groups_of_run, Source, Q6_BYTES};
 use super::k::{q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, Scales6, QB};
 use super::lanes::{bcast, store_acc, Repacked, MR};
 
@@ -149,9 +149,6 @@ pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
     }
     q5_k_tiled_packed(nb, group, rows, a, out, stride)
 }
-
-/// Bytes of a Q6_K super-block (a repacked group's body is 208 bytes a row, `d` after).
-const Q6_BYTES: usize = 210;
 
 /// Vector `e` of Q6_K groups `8H + 2j + e / 4` of super-block `b`, for j < 4
 /// (values `128H + 32j + 4e..+ 4` of each row, `+ 32` included; see

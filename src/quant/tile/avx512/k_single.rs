@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, prefetch_ahead};
+use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -162,9 +162,6 @@ pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
     }
     q5_k_tiled_packed(nb, group, rows, a, out, stride)
 }
-
-/// Bytes of a Q6_K super-block (a repacked group's body is 208 bytes a row, `d` after).
-const Q6_BYTES: usize = 210;
 
 /// Super-blocks whose group offsets [`q6_k_packed`] keeps on the stack (K ≤ 16384).
 const Q6_STACK_BLOCKS: usize = 64;
