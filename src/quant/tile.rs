@@ -236,6 +236,21 @@ fn pack_transposed(mr: usize, (wb, head, tail): (usize, usize, usize), nb: usize
     }
 }
 
+/// A Q5_0 block's `qh` (bit `i`: bit 4 of value `i`) as a repacked group
+/// keeps it: bit `e` of byte `j` is value `4e + j`'s. The tiles' vector `e`
+/// holds values `4e..4e + 4` of each row in a lane's four bytes, so its high
+/// bits are bit `e` of every byte: one shift and a mask (AVX2) or one test
+/// (AVX-512) away, where the GGUF order takes a shuffle and a compare.
+pub(crate) fn q5_0_high_bits(qh: u32) -> u32 {
+    let mut out = 0;
+    for e in 0..8 {
+        for j in 0..4 {
+            out |= (qh >> (4 * e + j) & 1) << (8 * j + e);
+        }
+    }
+    out
+}
+
 /// The bytes of a block of `w` that a repacked group keeps outside its
 /// transposed body (see [`pack_transposed`]): `(head, tail)`, so that the
 /// body is whole dwords and the quants stay dword-aligned.
@@ -390,7 +405,8 @@ impl TileKernel {
     /// row's bytes outside its body (row `r`'s at `mr · body + 2r`). The body
     /// is the block less its leading f16 scale for Q4_0, Q5_0, Q8_0 and
     /// IQ4_NL, less its trailing `d` for Q6_K, and the whole block otherwise
-    /// (Q4_1's `d, m` pair and the k-quants' heads are dwords already). Rows
+    /// (Q4_1's `d, m` pair and the k-quants' heads are dwords already); Q5_0's
+    /// `qh` dword has its bits regrouped by [`q5_0_high_bits`]. Rows
     /// past `w.len()` repeat row 0. [`TileKernel::run_packed`] on the result
     /// gives the bits [`TileKernel::run`] gives on the rows.
     ///
@@ -411,6 +427,15 @@ impl TileKernel {
         }
         let (head, tail) = packed_split(self.w);
         pack_transposed(self.mr, (wb, head, tail), nb, w, out);
+        if self.w == DType::Q5_0 {
+            // body dword 0 of each row: its `qh`
+            for block in out.chunks_exact_mut(wb * self.mr) {
+                for qh in block[..4 * self.mr].chunks_exact_mut(4) {
+                    let v = q5_0_high_bits(u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]));
+                    qh.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
         Ok(())
     }
 

@@ -34,6 +34,9 @@ impl<const N: usize> Rows<N> {
 /// each level implements it for its own vector type and row count.
 #[cfg(target_arch = "x86_64")]
 pub(super) trait Source<V> {
+    /// Whether the blocks are a [`Repacked`] group's, whose Q5_0 `qh` is
+    /// regrouped ([`q5_0_high_bits`](super::q5_0_high_bits)), not the GGUF rows'.
+    const REPACKED: bool;
     /// Asks for block `b`'s bytes ahead of their use (a repacked group's
     /// stream; the rows' transposes prefetch their own).
     ///

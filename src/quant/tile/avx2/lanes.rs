@@ -105,6 +105,7 @@ pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m256i; 8
 pub(super) type Repacked = super::super::common::Repacked<MR>;
 
 impl Source<__m256i> for Rows {
+    const REPACKED: bool = false;
     #[inline(always)]
     unsafe fn touch(&self, _b: usize) {}
     #[inline(always)]
@@ -130,6 +131,7 @@ impl Source<__m256i> for Rows {
 }
 
 impl Source<__m256i> for Repacked {
+    const REPACKED: bool = true;
     #[inline(always)]
     unsafe fn touch(&self, b: usize) {
         Repacked::touch(self, b)

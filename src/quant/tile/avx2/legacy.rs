@@ -95,28 +95,44 @@ unsafe fn pack_q4_1(s: &impl Source<__m256i>, b: usize) -> Packed {
 }
 
 /// Block `b` of 8 Q5_0 rows: the low four bits as for Q4_0, and bit 4 of
-/// each quant from the rows' 32-bit `qh` (bit `j` for value `j`): for each
-/// vector, the byte of `qh` holding its four values' bits is spread over the
-/// four bytes of each lane and tested bit by bit.
+/// each quant from the rows' 32-bit `qh`. Repacked, vector `e`'s bits are bit
+/// `e` of each byte ([`q5_0_high_bits`](super::super::q5_0_high_bits)),
+/// shifted to bit 4 (within the byte: left by `4 - e` or right by `e - 4`);
+/// in the GGUF order (bit `j` for value `j`), the byte of `qh` holding a
+/// vector's four values' bits is spread over the four bytes of each lane and
+/// tested bit by bit.
 ///
 /// # Safety
 /// As for [`nibble_block`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_q5_0(s: &impl Source<__m256i>, b: usize) -> Packed {
+unsafe fn pack_q5_0<S: Source<__m256i>>(s: &S, b: usize) -> Packed {
     let t = s.t16(b, 6);
     let qh = s.dword(b, 2);
     let bit4 = _mm256_set1_epi8(0x10);
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
-        // values v..v + 4: qh bits v..v + 4, in byte v / 8 from bit v % 8
-        let v = if e < 4 { 4 * e } else { 16 + 4 * (e - 4) };
-        let sel = |q: i32| (4 * q + (v / 8) as i32) * 0x0101_0101;
-        let ctrl = _mm_setr_epi32(sel(0), sel(1), sel(2), sel(3));
-        let spread = _mm256_shuffle_epi8(qh, _mm256_set_m128i(ctrl, ctrl));
-        let bits = _mm256_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (v % 8))));
-        let high = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-        out[e] = _mm256_or_si256(nibbles(&t, e), _mm256_and_si256(high, bit4));
+        let high = if S::REPACKED {
+            let at4 = match e {
+                0 => _mm256_slli_epi16::<4>(qh),
+                1 => _mm256_slli_epi16::<3>(qh),
+                2 => _mm256_slli_epi16::<2>(qh),
+                3 => _mm256_slli_epi16::<1>(qh),
+                4 => qh,
+                5 => _mm256_srli_epi16::<1>(qh),
+                6 => _mm256_srli_epi16::<2>(qh),
+                _ => _mm256_srli_epi16::<3>(qh),
+            };
+            _mm256_and_si256(at4, bit4)
+        } else {
+            // values 4e..4e + 4: qh bits 4e..4e + 4, in byte e / 2 from bit 4 (e % 2)
+            let sel = |q: i32| (4 * q + (e / 2) as i32) * 0x0101_0101;
+            let ctrl = _mm_setr_epi32(sel(0), sel(1), sel(2), sel(3));
+            let spread = _mm256_shuffle_epi8(qh, _mm256_set_m128i(ctrl, ctrl));
+            let bits = _mm256_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (4 * (e % 2)))));
+            _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits), bit4)
+        };
+        out[e] = _mm256_or_si256(nibbles(&t, e), high);
     }
     out[SCALES] = s.half(b, 0);
     out

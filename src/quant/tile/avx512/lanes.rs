@@ -116,6 +116,7 @@ pub(super) unsafe fn transpose32(p: &[*const u8; MR], off: usize) -> [__m512i; 8
 pub(super) type Repacked = super::super::common::Repacked<MR>;
 
 impl Source<__m512i> for Rows {
+    const REPACKED: bool = false;
     #[inline(always)]
     unsafe fn touch(&self, _b: usize) {}
     #[inline(always)]
@@ -141,6 +142,7 @@ impl Source<__m512i> for Rows {
 }
 
 impl Source<__m512i> for Repacked {
+    const REPACKED: bool = true;
     #[inline(always)]
     unsafe fn touch(&self, b: usize) {
         Repacked::touch(self, b)

@@ -107,7 +107,7 @@ impl Dot for WithMins {
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW (and GFNI if `G`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_0<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Packed {
+unsafe fn pack_q4_0<const G: bool, S: Source<__m512i>>(s: &S, b: usize) -> Packed {
     nibble_block::<G>(s, b, 2)
 }
 
@@ -154,34 +154,41 @@ unsafe fn nibble_block<const G: bool>(s: &impl Source<__m512i>, b: usize, qs: us
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q4_1<const G: bool>(s: &impl Source<__m512i>, b: usize) -> WithMins {
+unsafe fn pack_q4_1<const G: bool, S: Source<__m512i>>(s: &S, b: usize) -> WithMins {
     let mins = s.half(b, 2);
     WithMins(nibble_block::<G>(s, b, 4), _mm512_castsi512_ps(mins))
 }
 
 /// Block `b` of 16 Q5_0 rows: the low four bits as for Q4_0 ([`pack_q4_0`]),
-/// and bit 4 of each quant from the rows' 32-bit `qh` words (bit `j` for
-/// value `j`): for each vector, the byte of `qh` that holds its four values'
-/// bits is spread over the four bytes of its lane and tested bit by bit.
+/// and bit 4 of each quant from the rows' 32-bit `qh` words. Repacked,
+/// vector `e`'s bits are bit `e` of each byte
+/// ([`q5_0_high_bits`](super::super::q5_0_high_bits)): one test. In the GGUF
+/// order (bit `j` for value `j`), the byte of `qh` that holds a vector's four
+/// values' bits is spread over the four bytes of its lane and tested bit by bit.
 ///
 /// # Safety
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q5_0<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Packed {
+unsafe fn pack_q5_0<const G: bool, S: Source<__m512i>>(s: &S, b: usize) -> Packed {
     let t = s.t16(b, 6);
     let qh = s.dword(b, 2);
     let (m4, bit4) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x10));
     let mut out = [_mm512_setzero_si512(); 9];
     for e in 0..8 {
-        // values 4e'..4e'+4 of the low (e < 4) or high (e ≥ 4) nibbles: qh bits
-        // v..v+4 with v = 4e' or 16 + 4e', in byte v / 8 at bit v % 8
-        let v = if e < 4 { 4 * e } else { 16 + 4 * (e - 4) };
         let low = if e < 4 { _mm512_and_si512(t[e], m4) } else { high_nibbles::<G>(t[e - 4]) };
-        let sel = |q: i32| (4 * q + (v / 8) as i32) * 0x0101_0101;
-        let spread = _mm512_shuffle_epi8(qh, _mm512_broadcast_i32x4(_mm_setr_epi32(sel(0), sel(1), sel(2), sel(3))));
-        let bits = _mm512_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (v % 8))));
-        let high = _mm512_test_epi8_mask(spread, bits);
+        let high = if S::REPACKED {
+            _mm512_test_epi8_mask(qh, _mm512_set1_epi8(1 << e))
+        } else {
+            // values 4e..4e + 4: qh bits 4e..4e + 4, in byte e / 2 from bit 4 (e % 2)
+            let sel = |q: i32| (4 * q + (e / 2) as i32) * 0x0101_0101;
+            let spread =
+                _mm512_shuffle_epi8(qh, _mm512_broadcast_i32x4(_mm_setr_epi32(sel(0), sel(1), sel(2), sel(3))));
+            _mm512_test_epi8_mask(
+                spread,
+                _mm512_set1_epi32(i32::from_le_bytes([1u8, 2, 4, 8].map(|x| x << (4 * (e % 2))))),
+            )
+        };
         out[e] = _mm512_mask_add_epi8(low, high, low, bit4);
     }
     out[8] = s.half(b, 0);
@@ -196,7 +203,7 @@ unsafe fn pack_q5_0<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Packed
 /// As for [`pack_q4_0`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_iq4_nl<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Packed {
+unsafe fn pack_iq4_nl<const G: bool, S: Source<__m512i>>(s: &S, b: usize) -> Packed {
     let mut out = nibble_block::<G>(s, b, 2);
     let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
     let bias = _mm512_set1_epi8(-128);
@@ -213,7 +220,7 @@ unsafe fn pack_iq4_nl<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Pack
 /// Every row of `rows` must hold more than `b` blocks; the CPU must have AVX-512 F/BW.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pack_q8_0<const G: bool>(s: &impl Source<__m512i>, b: usize) -> Packed {
+unsafe fn pack_q8_0<const G: bool, S: Source<__m512i>>(s: &S, b: usize) -> Packed {
     let t = s.t32(b, 2);
     let bias = _mm512_set1_epi8(-128);
     let mut out = [_mm512_setzero_si512(); 9];
@@ -288,7 +295,7 @@ macro_rules! source_blocks {
             #[inline(always)]
             unsafe fn get(&self, b: usize) -> $p {
                 self.0.touch(b);
-                $pack::<G>(&self.0, b)
+                $pack::<G, S>(&self.0, b)
             }
         }
     };
