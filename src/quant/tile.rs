@@ -406,7 +406,7 @@ impl TileKernel {
     /// is the block less its leading f16 scale for Q4_0, Q5_0, Q8_0 and
     /// IQ4_NL, less its trailing `d` for Q6_K, and the whole block otherwise
     /// (Q4_1's `d, m` pair and the k-quants' heads are dwords already); Q5_0's
-    /// `qh` dword has its bits regrouped by [`q5_0_high_bits`]. Rows
+    /// `qh` dword is regrouped: value `4e + j`'s bit at bit `e` of byte `j`. Rows
     /// past `w.len()` repeat row 0. [`TileKernel::run_packed`] on the result
     /// gives the bits [`TileKernel::run`] gives on the rows.
     ///

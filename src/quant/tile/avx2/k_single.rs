@@ -10,29 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::common::{groups_of_run, Source, Q6_BYTES};
 use super::k::{q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, Scales6, QB};
-use super::lanes::{bcast, store_acc, Repacked, MR};
-
-/// Bit `g` of each byte of `qh` moved to bit 4 (the rest cleared): the fifth
-/// bits of Q5_K's group `g`. A function, not a closure, so that it is compiled
-/// for AVX2 and inlines (a closure would not inherit the features).
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn fifth_bit(qh: __m256i, g: usize) -> __m256i {
-    let v = _mm256_and_si256(qh, _mm256_set1_epi8(1 << g));
-    match g {
-        0 => _mm256_slli_epi16::<4>(v),
-        1 => _mm256_slli_epi16::<3>(v),
-        2 => _mm256_slli_epi16::<2>(v),
-        3 => _mm256_slli_epi16::<1>(v),
-        4 => v,
-        5 => _mm256_srli_epi16::<1>(v),
-        6 => _mm256_srli_epi16::<2>(v),
-        _ => _mm256_srli_epi16::<3>(v),
-    }
-}
+use super::lanes::{bcast, fifth_bit, store_acc, Repacked, MR};
 
 /// Quant vector `e` of groups `2C` and `2C + 1` of super-block `b` (their
 /// bytes `32C + 4e..` in every lane), as two vectors of unsigned values: the

@@ -207,3 +207,26 @@ pub(super) unsafe fn store_acc<const N: usize>(o: [*mut f32; N], m: usize, acc: 
         }
     }
 }
+
+/// Bit `g` of each byte of `qh` moved to bit 4 (the rest cleared): the fifth
+/// bits of Q5_K's group `g`, or of a repacked Q5_0 block's vector `g`. A
+/// function, not a closure, so that it is compiled for AVX2 and inlines (a
+/// closure would not inherit the features).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn fifth_bit(qh: __m256i, g: usize) -> __m256i {
+    let v = _mm256_and_si256(qh, _mm256_set1_epi8(1 << g));
+    match g {
+        0 => _mm256_slli_epi16::<4>(v),
+        1 => _mm256_slli_epi16::<3>(v),
+        2 => _mm256_slli_epi16::<2>(v),
+        3 => _mm256_slli_epi16::<1>(v),
+        4 => v,
+        5 => _mm256_srli_epi16::<1>(v),
+        6 => _mm256_srli_epi16::<2>(v),
+        _ => _mm256_srli_epi16::<3>(v),
+    }
+}

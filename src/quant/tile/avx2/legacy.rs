@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
 use super::super::common::{groups_of_run, Blocks, Source, PREPARED_BLOCK as PB};
-use super::lanes::{bcast, load_acc, store_acc, Repacked, Rows, MR};
+use super::lanes::{bcast, fifth_bit, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Blocks per packed chunk.
 const KC: usize = 32;
@@ -97,7 +97,7 @@ unsafe fn pack_q4_1(s: &impl Source<__m256i>, b: usize) -> Packed {
 /// Block `b` of 8 Q5_0 rows: the low four bits as for Q4_0, and bit 4 of
 /// each quant from the rows' 32-bit `qh`. Repacked, vector `e`'s bits are bit
 /// `e` of each byte ([`q5_0_high_bits`](super::super::q5_0_high_bits)),
-/// shifted to bit 4 (within the byte: left by `4 - e` or right by `e - 4`);
+/// a mask and a shift from bit 4 ([`fifth_bit`]);
 /// in the GGUF order (bit `j` for value `j`), the byte of `qh` holding a
 /// vector's four values' bits is spread over the four bytes of each lane and
 /// tested bit by bit.
@@ -113,17 +113,7 @@ unsafe fn pack_q5_0<S: Source<__m256i>>(s: &S, b: usize) -> Packed {
     let mut out = [_mm256_setzero_si256(); 18];
     for e in 0..8 {
         let high = if S::REPACKED {
-            let at4 = match e {
-                0 => _mm256_slli_epi16::<4>(qh),
-                1 => _mm256_slli_epi16::<3>(qh),
-                2 => _mm256_slli_epi16::<2>(qh),
-                3 => _mm256_slli_epi16::<1>(qh),
-                4 => qh,
-                5 => _mm256_srli_epi16::<1>(qh),
-                6 => _mm256_srli_epi16::<2>(qh),
-                _ => _mm256_srli_epi16::<3>(qh),
-            };
-            _mm256_and_si256(at4, bit4)
+            fifth_bit(qh, e)
         } else {
             // values 4e..4e + 4: qh bits 4e..4e + 4, in byte e / 2 from bit 4 (e % 2)
             let sel = |q: i32| (4 * q + (e / 2) as i32) * 0x0101_0101;
