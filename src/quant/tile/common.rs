@@ -147,6 +147,13 @@ pub(super) trait Blocks<P> {
     unsafe fn get(&self, b: usize) -> P;
 }
 
+/// Activation rows up to which the k-quants' repacked products run their
+/// one-row kernel for each row on a group in turn (the group's weights stay
+/// in cache for the next row): at two rows the tile costs more a row than
+/// the one-row kernel (both levels).
+#[cfg(target_arch = "x86_64")]
+pub(super) const ROWS_APART: usize = 2;
+
 /// Bytes of a Q6_K super-block, as the one-row kernels of both levels read a
 /// repacked group of them (each row's 208-byte body transposed, its `d` after).
 #[cfg(target_arch = "x86_64")]

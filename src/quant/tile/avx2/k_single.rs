@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, Source, Q6_BYTES};
+use super::super::common::{groups_of_run, Source, Q6_BYTES, ROWS_APART};
 use super::k::{q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, Scales6, QB};
 use super::lanes::{bcast, fifth_bit, store_acc, Repacked, MR};
 
@@ -94,34 +94,38 @@ unsafe fn single<const FIVE: bool, const H: usize>(nb: usize, s: &Repacked, a: *
     store_acc([o], m, [acc]);
 }
 
-/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single`], more by the tile.
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: up to
+/// [`ROWS_APART`] activation rows by [`single`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a1] = a {
+    if a.len() <= ROWS_APART {
         for (at, first, n) in groups_of_run(nb * 144 * MR, MR, rows) {
             let s = Repacked::new(group[at..].as_ptr(), 144, 0, 0);
-            single::<false, 8>(nb, &s, a1.as_ptr(), out[first..].as_mut_ptr(), n);
+            for (j, a) in a.iter().enumerate() {
+                single::<false, 8>(nb, &s, a.as_ptr(), out[j * stride + first..].as_mut_ptr(), n);
+            }
         }
         return;
     }
     q4_k_tiled_packed(nb, group, rows, a, out, stride)
 }
 
-/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single`], more by the tile.
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: up to
+/// [`ROWS_APART`] activation rows by [`single`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a1] = a {
+    if a.len() <= ROWS_APART {
         for (at, first, n) in groups_of_run(nb * 176 * MR, MR, rows) {
             let s = Repacked::new(group[at..].as_ptr(), 176, 0, 0);
-            single::<true, 4>(nb, &s, a1.as_ptr(), out[first..].as_mut_ptr(), n);
+            for (j, a) in a.iter().enumerate() {
+                single::<true, 4>(nb, &s, a.as_ptr(), out[j * stride + first..].as_mut_ptr(), n);
+            }
         }
         return;
     }
@@ -223,16 +227,18 @@ unsafe fn single_q6(nb: usize, s: &Repacked, a: *const u8, o: *mut f32, m: usize
 }
 
 /// A run of groups of Q6_K weight rows repacked by `TileKernel::pack_group`:
-/// one activation row by [`single_q6`], more by the tile.
+/// up to [`ROWS_APART`] activation rows by [`single_q6`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q6_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a1] = a {
+    if a.len() <= ROWS_APART {
         for (at, first, n) in groups_of_run(nb * Q6_BYTES * MR, MR, rows) {
             let s = Repacked::new(group[at..].as_ptr(), Q6_BYTES, 0, 2);
-            single_q6(nb, &s, a1.as_ptr(), out[first..].as_mut_ptr(), n);
+            for (j, a) in a.iter().enumerate() {
+                single_q6(nb, &s, a.as_ptr(), out[j * stride + first..].as_mut_ptr(), n);
+            }
         }
         return;
     }

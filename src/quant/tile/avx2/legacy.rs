@@ -273,27 +273,39 @@ unsafe fn group<const MODE: u8, const N: usize>(
     store_acc(o, m, acc);
 }
 
-/// One activation row (`a`): each block is decoded in registers and used at
-/// once, since no other row would reuse it from the chunk buffer. Q4_1's min
-/// terms are added at every `KC` blocks, as [`tile`]'s chunks add them, so a
-/// row gets the bits it gets among others.
+/// Up to four activation rows (`a[j]`): each block is decoded in registers
+/// and used at once by every row, where the chunk buffer would store it and
+/// load it back per group of rows. Q4_1's min terms are added at every `KC`
+/// blocks, as [`tile`]'s chunks add them, so a row gets the bits it gets
+/// among others.
 ///
 /// # Safety
-/// As for [`tile`], with one activation row at `a` and its `m` outputs at `o`.
+/// As for [`tile`], with `N` activation rows at `a` and their `m` outputs at `o`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn single<const MODE: u8>(nb: usize, w: &impl Blocks<Packed>, a: *const u8, o: *mut f32, m: usize) {
-    let mut acc = _mm256_setzero_ps();
+unsafe fn few<const MODE: u8, const N: usize>(
+    nb: usize,
+    w: &impl Blocks<Packed>,
+    a: [*const u8; N],
+    o: [*mut f32; N],
+    m: usize,
+) {
+    let mut acc = [_mm256_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
-        let mut mins = _mm256_setzero_ps();
+        let mut mins = [_mm256_setzero_ps(); N];
         for b in b0..(b0 + KC).min(nb) {
-            (acc, mins) = row_block::<MODE>(&w.get(b), a.add(b * PB), acc, mins);
+            let p = w.get(b);
+            for j in 0..N {
+                (acc[j], mins[j]) = row_block::<MODE>(&p, a[j].add(b * PB), acc[j], mins[j]);
+            }
         }
         if MODE == MINS {
-            acc = _mm256_add_ps(acc, mins);
+            for j in 0..N {
+                acc[j] = _mm256_add_ps(acc[j], mins[j]);
+            }
         }
     }
-    store_acc([o], m, [acc]);
+    store_acc(o, m, acc);
 }
 
 /// The tile loop over the blocks of `w` (`rows` weight rows); `MODE` picks the products.
@@ -313,8 +325,24 @@ unsafe fn tile<const MODE: u8>(
 ) {
     let m = rows.min(MR);
     let o = out.as_mut_ptr();
-    if let [a] = a {
-        return single::<MODE>(nb, w, a.as_ptr(), o, m);
+    match a {
+        [] => return,
+        [a] => return few::<MODE, 1>(nb, w, [a.as_ptr()], [o], m),
+        [a0, a1] => return few::<MODE, 2>(nb, w, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], m),
+        [a0, a1, a2] => {
+            return few::<MODE, 3>(
+                nb,
+                w,
+                [a0.as_ptr(), a1.as_ptr(), a2.as_ptr()],
+                [o, o.add(stride), o.add(2 * stride)],
+                m,
+            )
+        }
+        [a0, a1, a2, a3] => {
+            let at = [a0.as_ptr(), a1.as_ptr(), a2.as_ptr(), a3.as_ptr()];
+            return few::<MODE, 4>(nb, w, at, [o, o.add(stride), o.add(2 * stride), o.add(3 * stride)], m);
+        }
+        _ => {}
     }
     // written before it is read: no need to zero it per call
     let mut buf = std::mem::MaybeUninit::<[Packed; KC]>::uninit();

@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES};
+use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES, ROWS_APART};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -131,32 +131,38 @@ unsafe fn single_k4<const FIVE: bool>(nb: usize, p: *const u8, a: *const u8, o: 
     }
 }
 
-/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single_k4`], more by the tile.
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: up to
+/// [`ROWS_APART`] activation rows by [`single_k4`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a] = a {
+    if a.len() <= ROWS_APART {
         for (at, first, n) in groups_of_run(nb * 144 * MR, MR, rows) {
-            single_k4::<false>(nb, group[at..].as_ptr(), a.as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+            for (j, a) in a.iter().enumerate() {
+                let o = out[j * stride + first..].as_mut_ptr();
+                single_k4::<false>(nb, group[at..].as_ptr(), a.as_ptr(), o, lanes_mask(n));
+            }
         }
         return;
     }
     q4_k_tiled_packed(nb, group, rows, a, out, stride)
 }
 
-/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single_k4`], more by the tile.
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: up to
+/// [`ROWS_APART`] activation rows by [`single_k4`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a] = a {
+    if a.len() <= ROWS_APART {
         for (at, first, n) in groups_of_run(nb * 176 * MR, MR, rows) {
-            single_k4::<true>(nb, group[at..].as_ptr(), a.as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+            for (j, a) in a.iter().enumerate() {
+                let o = out[j * stride + first..].as_mut_ptr();
+                single_k4::<true>(nb, group[at..].as_ptr(), a.as_ptr(), o, lanes_mask(n));
+            }
         }
         return;
     }
@@ -278,24 +284,29 @@ unsafe fn single_q6(nb: usize, p: *const u8, a: *const u8, offs: *const i32, o: 
     _mm512_mask_storeu_ps(o, mask, acc);
 }
 
-/// A run of groups of Q6_K weight rows repacked by `TileKernel::pack_group`: one
-/// activation row by [`single_q6`], more by the tile.
+/// A run of groups of Q6_K weight rows repacked by `TileKernel::pack_group`: up to
+/// [`ROWS_APART`] activation rows by [`single_q6`] each, more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q6_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if let [a] = a {
-        let (mut stack, mut heap) = ([0i32; 16 * Q6_STACK_BLOCKS], Vec::new());
+    if a.len() <= ROWS_APART {
+        let (mut stack, mut heap) = ([0i32; 16 * Q6_STACK_BLOCKS * ROWS_APART], Vec::new());
         let offs = if nb <= Q6_STACK_BLOCKS {
-            &mut stack[..16 * nb]
+            &mut stack[..16 * nb * a.len()]
         } else {
-            heap.resize(16 * nb, 0);
+            heap.resize(16 * nb * a.len(), 0);
             &mut heap[..]
         };
-        q6_offsets(nb, a.as_ptr(), offs);
+        for (a, offs) in a.iter().zip(offs.chunks_exact_mut(16 * nb)) {
+            q6_offsets(nb, a.as_ptr(), offs);
+        }
         for (at, first, n) in groups_of_run(nb * Q6_BYTES * MR, MR, rows) {
-            single_q6(nb, group[at..].as_ptr(), a.as_ptr(), offs.as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+            for (j, (a, offs)) in a.iter().zip(offs.chunks_exact(16 * nb)).enumerate() {
+                let o = out[j * stride + first..].as_mut_ptr();
+                single_q6(nb, group[at..].as_ptr(), a.as_ptr(), offs.as_ptr(), o, lanes_mask(n));
+            }
         }
         return;
     }

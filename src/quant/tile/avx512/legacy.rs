@@ -307,26 +307,42 @@ source_blocks!(Q5_0, Packed, pack_q5_0);
 source_blocks!(Q8_0, Packed, pack_q8_0);
 source_blocks!(Iq4Nl, Packed, pack_iq4_nl);
 
-/// One activation row (`a`): each block is packed in registers and used at
-/// once, since no other row would reuse it from the chunk buffer. The sums
-/// restart and finish at every `KC` blocks as [`tile`]'s chunks do, so that a
-/// row gets the bits it gets among others (Q4_1's separate min terms are
-/// added at each chunk's end).
+/// Up to four activation rows (`a[j]`): each block is packed in registers
+/// and used at once by every row, where the chunk buffer would store it and
+/// load it back per group of rows. The sums restart and finish at every `KC`
+/// blocks as [`tile`]'s chunks do, so that a row gets the bits it gets among
+/// others (Q4_1's separate min terms are added at each chunk's end).
 ///
 /// # Safety
-/// As for [`tile`], with one activation row at `a` and its 16-lane output at `o`.
+/// As for [`tile`], with `N` activation rows at `a` and their 16-lane outputs at `o`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f32, mask: __mmask16) {
-    let mut sum = _mm512_setzero_ps();
+unsafe fn few<const N: usize, P: Dot>(
+    nb: usize,
+    w: &impl Blocks<P>,
+    a: [*const u8; N],
+    o: [*mut f32; N],
+    mask: __mmask16,
+) {
+    let mut sum = [_mm512_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
-        let mut acc = P::start(sum);
-        for b in b0..(b0 + KC).min(nb) {
-            acc = w.get(b).dot(acc, a.add(b * PB));
+        let mut acc = [P::start(_mm512_setzero_ps()); N];
+        for j in 0..N {
+            acc[j] = P::start(sum[j]);
         }
-        sum = P::finish(acc);
+        for b in b0..(b0 + KC).min(nb) {
+            let p = w.get(b);
+            for j in 0..N {
+                acc[j] = p.dot(acc[j], a[j].add(b * PB));
+            }
+        }
+        for j in 0..N {
+            sum[j] = P::finish(acc[j]);
+        }
     }
-    _mm512_mask_storeu_ps(o, mask, sum);
+    for j in 0..N {
+        _mm512_mask_storeu_ps(o[j], mask, sum[j]);
+    }
 }
 
 /// The tile loop over the blocks of `w` (`rows` weight rows).
@@ -339,8 +355,18 @@ unsafe fn single<P: Dot>(nb: usize, w: &impl Blocks<P>, a: *const u8, o: *mut f3
 unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     let mask = lanes_mask(rows);
     let o = out.as_mut_ptr();
-    if let [a] = a {
-        return single(nb, w, a.as_ptr(), o, mask);
+    match a {
+        [] => return,
+        [a] => return few(nb, w, [a.as_ptr()], [o], mask),
+        [a0, a1] => return few(nb, w, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], mask),
+        [a0, a1, a2] => {
+            return few(nb, w, [a0.as_ptr(), a1.as_ptr(), a2.as_ptr()], [o, o.add(stride), o.add(2 * stride)], mask)
+        }
+        [a0, a1, a2, a3] => {
+            let at = [a0.as_ptr(), a1.as_ptr(), a2.as_ptr(), a3.as_ptr()];
+            return few(nb, w, at, [o, o.add(stride), o.add(2 * stride), o.add(3 * stride)], mask);
+        }
+        _ => {}
     }
     // written before it is read: no need to zero 18 KiB per call
     let mut buf = std::mem::MaybeUninit::<[P; KC]>::uninit();
