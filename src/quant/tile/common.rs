@@ -147,10 +147,10 @@ pub(super) trait Blocks<P> {
     unsafe fn get(&self, b: usize) -> P;
 }
 
-/// Activation rows up to which the k-quants' repacked products run their
-/// one-row kernel for each row on a group in turn (the group's weights stay
-/// in cache for the next row): at two rows the tile costs more a row than
-/// the one-row kernel (both levels).
+/// Activation rows up to which a k-quant's repacked product without a fused
+/// kernel for several rows (AVX2's, AVX-512's Q6_K) runs its one-row kernel
+/// for each row on a group in turn (the group's weights stay in cache for the
+/// next row): at two rows the tile costs more a row than the one-row kernel.
 #[cfg(target_arch = "x86_64")]
 pub(super) const ROWS_APART: usize = 2;
 

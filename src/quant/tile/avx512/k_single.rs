@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES, ROWS_APART};
+use super::super::common::{groups_of_run, prefetch_ahead, RawPacked, Q6_BYTES, ROWS_APART};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -58,28 +58,39 @@ unsafe fn fifth_bit_gfni(qh: __m512i, g: usize) -> __m512i {
     _mm512_gf2p8affine_epi64_epi8::<0>(qh, _mm512_set1_epi64((1i64 << g) << 24))
 }
 
-/// One activation row against a repacked Q4_K group (`FIVE`: Q5_K), by the
-/// bit helpers given, with the arithmetic of the tile's `group_k4` in its
-/// order (the same bits).
+/// `N` activation rows (one or two) against a repacked Q4_K group (`FIVE`:
+/// Q5_K), by the bit helpers given, with the arithmetic of the tile's
+/// `group_k4` in its order (the same bits); each super-block's quants are
+/// split once for all the rows.
 macro_rules! single_k4_kernel {
     ($name:ident, $features:literal, $nibbles:ident, $fifth:ident) => {
         /// # Safety
-        /// `p` must hold `nb` repacked super-blocks, `a` point at `nb` Q8_K
-        /// blocks, and the lanes of `o` in `mask` be writable; the CPU must
-        /// have the features enabled here.
+        /// `p` must hold `nb` repacked super-blocks, each `a[j]` point at `nb`
+        /// Q8_K blocks, and the lanes of each `o[j]` in `mask` be writable;
+        /// the CPU must have the features enabled here.
         #[inline]
         #[target_feature(enable = $features)]
-        unsafe fn $name<const FIVE: bool>(nb: usize, p: *const u8, a: *const u8, o: *mut f32, mask: __mmask16) {
+        unsafe fn $name<const FIVE: bool, const N: usize>(
+            nb: usize,
+            p: *const u8,
+            a: [*const u8; N],
+            o: [*mut f32; N],
+            mask: __mmask16,
+        ) {
             let block = if FIVE { 176 } else { 144 } * MR;
             // groups 2C (low nibbles) and 2C + 1 (high nibbles) of quant bytes 32C..,
             // scaled; a constant C lets every index fold
             #[inline]
             #[target_feature(enable = $features)]
-            unsafe fn pair<const FIVE: bool, const C: usize>(q: *const u8, y: *const u8, w: &HeadK) -> __m512i {
+            unsafe fn pair<const FIVE: bool, const C: usize, const N: usize>(
+                q: *const u8,
+                y: [*const u8; N],
+                w: &HeadK,
+            ) -> [__m512i; N] {
                 // body vectors: the 4 of the heads, Q5_K's 8 of fifth bits, then the nibbles
                 let qs = if FIVE { 12 } else { 4 };
                 let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
-                let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+                let (mut lo, mut hi) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
                 for e in 0..8 {
                     let (mut tl, mut th) = $nibbles(ld(qs + 8 * C + e));
                     if FIVE {
@@ -88,22 +99,40 @@ macro_rules! single_k4_kernel {
                         tl = _mm512_or_si512(tl, $fifth(qh, 2 * C));
                         th = _mm512_or_si512(th, $fifth(qh, 2 * C + 1));
                     }
-                    lo = _mm512_dpbusd_epi32(lo, tl, bcast(y.add(4 + 64 * C + 4 * e)));
-                    hi = _mm512_dpbusd_epi32(hi, th, bcast(y.add(4 + 64 * C + 32 + 4 * e)));
+                    for j in 0..N {
+                        lo[j] = _mm512_dpbusd_epi32(lo[j], tl, bcast(y[j].add(4 + 64 * C + 4 * e)));
+                        hi[j] = _mm512_dpbusd_epi32(hi[j], th, bcast(y[j].add(4 + 64 * C + 32 + 4 * e)));
+                    }
                 }
-                _mm512_add_epi32(_mm512_mullo_epi32(lo, w.sc[2 * C]), _mm512_mullo_epi32(hi, w.sc[2 * C + 1]))
+                let mut out = [_mm512_setzero_si512(); N];
+                for j in 0..N {
+                    out[j] = _mm512_add_epi32(
+                        _mm512_mullo_epi32(lo[j], w.sc[2 * C]),
+                        _mm512_mullo_epi32(hi[j], w.sc[2 * C + 1]),
+                    );
+                }
+                out
             }
-            let mut acc = _mm512_setzero_ps();
+            let mut acc = [_mm512_setzero_ps(); N];
             for b in 0..nb {
-                let (q, y) = (p.add(b * block), a.add(b * QB));
+                let q = p.add(b * block);
+                let mut y = a;
+                for yj in y.iter_mut() {
+                    *yj = yj.add(b * QB);
+                }
                 prefetch_ahead(q, block);
                 let ld = |v: usize| _mm512_loadu_si512(q.add(64 * v).cast());
                 let w = decode_head(&[ld(0), ld(1), ld(2), ld(3)]);
-                let first = _mm512_add_epi32(pair::<FIVE, 0>(q, y, &w), pair::<FIVE, 1>(q, y, &w));
-                let second = _mm512_add_epi32(pair::<FIVE, 2>(q, y, &w), pair::<FIVE, 3>(q, y, &w));
-                acc = finish_k4(acc, _mm512_add_epi32(first, second), &w, y);
+                let (p0, p1) = (pair::<FIVE, 0, N>(q, y, &w), pair::<FIVE, 1, N>(q, y, &w));
+                let (p2, p3) = (pair::<FIVE, 2, N>(q, y, &w), pair::<FIVE, 3, N>(q, y, &w));
+                for j in 0..N {
+                    let isum = _mm512_add_epi32(_mm512_add_epi32(p0[j], p1[j]), _mm512_add_epi32(p2[j], p3[j]));
+                    acc[j] = finish_k4(acc[j], isum, &w, y[j]);
+                }
             }
-            _mm512_mask_storeu_ps(o, mask, acc);
+            for j in 0..N {
+                _mm512_mask_storeu_ps(o[j], mask, acc[j]);
+            }
         }
     };
 }
@@ -123,50 +152,72 @@ single_k4_kernel!(
 /// As for [`single_k4_packed`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn single_k4<const FIVE: bool>(nb: usize, p: *const u8, a: *const u8, o: *mut f32, mask: __mmask16) {
+unsafe fn single_k4<const FIVE: bool, const N: usize>(
+    nb: usize,
+    p: *const u8,
+    a: [*const u8; N],
+    o: [*mut f32; N],
+    mask: __mmask16,
+) {
     if std::arch::is_x86_feature_detected!("gfni") {
-        single_k4_packed_gfni::<FIVE>(nb, p, a, o, mask)
+        single_k4_packed_gfni::<FIVE, N>(nb, p, a, o, mask)
     } else {
-        single_k4_packed::<FIVE>(nb, p, a, o, mask)
+        single_k4_packed::<FIVE, N>(nb, p, a, o, mask)
     }
 }
 
-/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: up to
-/// [`ROWS_APART`] activation rows by [`single_k4`] each, more by the tile.
+/// A run of groups of Q4_K (`FIVE`: Q5_K) weight rows repacked by
+/// `TileKernel::pack_group`: one or two activation rows by [`single_k4`],
+/// more by the tile (`tiled`).
+///
+/// # Safety
+/// The contract of `super::super::common::RawPacked`, at this level.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn k4_packed<const FIVE: bool>(
+    nb: usize,
+    group: &[u8],
+    rows: usize,
+    a: &[&[u8]],
+    out: &mut [f32],
+    stride: usize,
+    tiled: RawPacked,
+) {
+    let wb = if FIVE { 176 } else { 144 };
+    match a {
+        [] => {}
+        [a] => {
+            for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
+                let o = out[first..].as_mut_ptr();
+                single_k4::<FIVE, 1>(nb, group[at..].as_ptr(), [a.as_ptr()], [o], lanes_mask(n));
+            }
+        }
+        [a0, a1] => {
+            for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
+                let o = [out[first..].as_mut_ptr(), out[stride + first..].as_mut_ptr()];
+                single_k4::<FIVE, 2>(nb, group[at..].as_ptr(), [a0.as_ptr(), a1.as_ptr()], o, lanes_mask(n));
+            }
+        }
+        _ => tiled(nb, group, rows, a, out, stride),
+    }
+}
+
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group` ([`k4_packed`]).
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if a.len() <= ROWS_APART {
-        for (at, first, n) in groups_of_run(nb * 144 * MR, MR, rows) {
-            for (j, a) in a.iter().enumerate() {
-                let o = out[j * stride + first..].as_mut_ptr();
-                single_k4::<false>(nb, group[at..].as_ptr(), a.as_ptr(), o, lanes_mask(n));
-            }
-        }
-        return;
-    }
-    q4_k_tiled_packed(nb, group, rows, a, out, stride)
+    k4_packed::<false>(nb, group, rows, a, out, stride, q4_k_tiled_packed)
 }
 
-/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: up to
-/// [`ROWS_APART`] activation rows by [`single_k4`] each, more by the tile.
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group` ([`k4_packed`]).
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    if a.len() <= ROWS_APART {
-        for (at, first, n) in groups_of_run(nb * 176 * MR, MR, rows) {
-            for (j, a) in a.iter().enumerate() {
-                let o = out[j * stride + first..].as_mut_ptr();
-                single_k4::<true>(nb, group[at..].as_ptr(), a.as_ptr(), o, lanes_mask(n));
-            }
-        }
-        return;
-    }
-    q5_k_tiled_packed(nb, group, rows, a, out, stride)
+    k4_packed::<true>(nb, group, rows, a, out, stride, q5_k_tiled_packed)
 }
 
 /// Super-blocks whose group offsets [`q6_k_packed`] keeps on the stack (K ≤ 16384).
@@ -366,11 +417,17 @@ mod tests {
             // blocks; 16 floats of room for the store; the CPU has AVX-512 VNNI (checked).
             unsafe {
                 let mut o = [0f32; MR];
-                single_k4_packed::<true>(3, group.as_ptr(), q8k.as_ptr(), o.as_mut_ptr(), lanes_mask(m));
+                single_k4_packed::<true, 1>(3, group.as_ptr(), [q8k.as_ptr()], [o.as_mut_ptr()], lanes_mask(m));
                 outs.push(o);
                 if std::arch::is_x86_feature_detected!("gfni") {
                     let mut o = [0f32; MR];
-                    single_k4_packed_gfni::<true>(3, group.as_ptr(), q8k.as_ptr(), o.as_mut_ptr(), lanes_mask(m));
+                    single_k4_packed_gfni::<true, 1>(
+                        3,
+                        group.as_ptr(),
+                        [q8k.as_ptr()],
+                        [o.as_mut_ptr()],
+                        lanes_mask(m),
+                    );
                     outs.push(o);
                 }
             }
