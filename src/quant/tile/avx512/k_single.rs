@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, prefetch_ahead, RawPacked, Q6_BYTES, ROWS_APART};
+use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES, ROWS_APART};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -166,58 +166,53 @@ unsafe fn single_k4<const FIVE: bool, const N: usize>(
     }
 }
 
-/// A run of groups of Q4_K (`FIVE`: Q5_K) weight rows repacked by
-/// `TileKernel::pack_group`: one or two activation rows by [`single_k4`],
-/// more by the tile (`tiled`).
+/// One or two activation rows against a run of groups of Q4_K (`FIVE`:
+/// Q5_K) weight rows repacked by `TileKernel::pack_group`, by [`single_k4`];
+/// false (nothing done) for more rows, which the tile takes.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn k4_packed<const FIVE: bool>(
-    nb: usize,
-    group: &[u8],
-    rows: usize,
-    a: &[&[u8]],
-    out: &mut [f32],
-    stride: usize,
-    tiled: RawPacked,
-) {
-    let wb = if FIVE { 176 } else { 144 };
-    match a {
-        [] => {}
-        [a] => {
-            for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
-                let o = out[first..].as_mut_ptr();
-                single_k4::<FIVE, 1>(nb, group[at..].as_ptr(), [a.as_ptr()], [o], lanes_mask(n));
+unsafe fn k4(nb: usize, five: bool, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) -> bool {
+    let wb = if five { 176 } else { 144 };
+    for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
+        let (p, o) = (group[at..].as_ptr(), out[first..].as_mut_ptr());
+        match (a, five) {
+            ([a], false) => single_k4::<false, 1>(nb, p, [a.as_ptr()], [o], lanes_mask(n)),
+            ([a], true) => single_k4::<true, 1>(nb, p, [a.as_ptr()], [o], lanes_mask(n)),
+            ([a0, a1], false) => {
+                single_k4::<false, 2>(nb, p, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], lanes_mask(n))
             }
-        }
-        [a0, a1] => {
-            for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
-                let o = [out[first..].as_mut_ptr(), out[stride + first..].as_mut_ptr()];
-                single_k4::<FIVE, 2>(nb, group[at..].as_ptr(), [a0.as_ptr(), a1.as_ptr()], o, lanes_mask(n));
+            ([a0, a1], true) => {
+                single_k4::<true, 2>(nb, p, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], lanes_mask(n))
             }
+            _ => return false,
         }
-        _ => tiled(nb, group, rows, a, out, stride),
     }
+    true
 }
 
-/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group` ([`k4_packed`]).
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one or two activation rows by [`k4`], more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k4_packed::<false>(nb, group, rows, a, out, stride, q4_k_tiled_packed)
+    if !k4(nb, false, group, rows, a, out, stride) {
+        q4_k_tiled_packed(nb, group, rows, a, out, stride)
+    }
 }
 
-/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group` ([`k4_packed`]).
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one or two activation rows by [`k4`], more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn q5_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
-    k4_packed::<true>(nb, group, rows, a, out, stride, q5_k_tiled_packed)
+    if !k4(nb, true, group, rows, a, out, stride) {
+        q5_k_tiled_packed(nb, group, rows, a, out, stride)
+    }
 }
 
 /// Super-blocks whose group offsets [`q6_k_packed`] keeps on the stack (K ≤ 16384).
