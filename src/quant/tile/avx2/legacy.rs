@@ -280,16 +280,19 @@ unsafe fn group<const MODE: u8, const N: usize>(
 /// among others.
 ///
 /// # Safety
-/// As for [`tile`], with `N` activation rows at `a` and their `m` outputs at `o`.
+/// As for [`tile`], with `N` activation rows in `a` and their `m` outputs at `o + j · stride`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn few<const MODE: u8, const N: usize>(
     nb: usize,
     w: &impl Blocks<Packed>,
-    a: [*const u8; N],
-    o: [*mut f32; N],
+    a: &[&[u8]],
+    o: *mut f32,
+    stride: usize,
     m: usize,
 ) {
+    let a: [*const u8; N] = std::array::from_fn(|j| a[j].as_ptr());
+    let o: [*mut f32; N] = std::array::from_fn(|j| o.wrapping_add(j * stride));
     let mut acc = [_mm256_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
         let mut mins = [_mm256_setzero_ps(); N];
@@ -325,23 +328,12 @@ unsafe fn tile<const MODE: u8>(
 ) {
     let m = rows.min(MR);
     let o = out.as_mut_ptr();
-    match a {
-        [] => return,
-        [a] => return few::<MODE, 1>(nb, w, [a.as_ptr()], [o], m),
-        [a0, a1] => return few::<MODE, 2>(nb, w, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], m),
-        [a0, a1, a2] => {
-            return few::<MODE, 3>(
-                nb,
-                w,
-                [a0.as_ptr(), a1.as_ptr(), a2.as_ptr()],
-                [o, o.add(stride), o.add(2 * stride)],
-                m,
-            )
-        }
-        [a0, a1, a2, a3] => {
-            let at = [a0.as_ptr(), a1.as_ptr(), a2.as_ptr(), a3.as_ptr()];
-            return few::<MODE, 4>(nb, w, at, [o, o.add(stride), o.add(2 * stride), o.add(3 * stride)], m);
-        }
+    match a.len() {
+        0 => return,
+        1 => return few::<MODE, 1>(nb, w, a, o, stride, m),
+        2 => return few::<MODE, 2>(nb, w, a, o, stride, m),
+        3 => return few::<MODE, 3>(nb, w, a, o, stride, m),
+        4 => return few::<MODE, 4>(nb, w, a, o, stride, m),
         _ => {}
     }
     // written before it is read: no need to zero it per call

@@ -314,16 +314,19 @@ source_blocks!(Iq4Nl, Packed, pack_iq4_nl);
 /// others (Q4_1's separate min terms are added at each chunk's end).
 ///
 /// # Safety
-/// As for [`tile`], with `N` activation rows at `a` and their 16-lane outputs at `o`.
+/// As for [`tile`], with `N` activation rows in `a` and their 16-lane outputs at `o + j · stride`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn few<const N: usize, P: Dot>(
     nb: usize,
     w: &impl Blocks<P>,
-    a: [*const u8; N],
-    o: [*mut f32; N],
+    a: &[&[u8]],
+    o: *mut f32,
+    stride: usize,
     mask: __mmask16,
 ) {
+    let a: [*const u8; N] = std::array::from_fn(|j| a[j].as_ptr());
+    let o: [*mut f32; N] = std::array::from_fn(|j| o.wrapping_add(j * stride));
     let mut sum = [_mm512_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
         let mut acc = [P::start(_mm512_setzero_ps()); N];
@@ -355,17 +358,12 @@ unsafe fn few<const N: usize, P: Dot>(
 unsafe fn tile<P: Dot>(nb: usize, w: &impl Blocks<P>, rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) {
     let mask = lanes_mask(rows);
     let o = out.as_mut_ptr();
-    match a {
-        [] => return,
-        [a] => return few(nb, w, [a.as_ptr()], [o], mask),
-        [a0, a1] => return few(nb, w, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], mask),
-        [a0, a1, a2] => {
-            return few(nb, w, [a0.as_ptr(), a1.as_ptr(), a2.as_ptr()], [o, o.add(stride), o.add(2 * stride)], mask)
-        }
-        [a0, a1, a2, a3] => {
-            let at = [a0.as_ptr(), a1.as_ptr(), a2.as_ptr(), a3.as_ptr()];
-            return few(nb, w, at, [o, o.add(stride), o.add(2 * stride), o.add(3 * stride)], mask);
-        }
+    match a.len() {
+        0 => return,
+        1 => return few::<1, P>(nb, w, a, o, stride, mask),
+        2 => return few::<2, P>(nb, w, a, o, stride, mask),
+        3 => return few::<3, P>(nb, w, a, o, stride, mask),
+        4 => return few::<4, P>(nb, w, a, o, stride, mask),
         _ => {}
     }
     // written before it is read: no need to zero 18 KiB per call
