@@ -147,6 +147,14 @@ pub(super) trait Blocks<P> {
     unsafe fn get(&self, b: usize) -> P;
 }
 
+/// The first `N` activation rows of `a` as pointers, and their outputs' at
+/// `o + j · stride`: the arrays the few-row kernels take.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn rows_at<const N: usize>(a: &[&[u8]], o: *mut f32, stride: usize) -> ([*const u8; N], [*mut f32; N]) {
+    (std::array::from_fn(|j| a[j].as_ptr()), std::array::from_fn(|j| o.wrapping_add(j * stride)))
+}
+
 /// Activation rows up to which a k-quant's repacked product without a fused
 /// kernel for several rows (AVX2's, AVX-512's Q6_K) runs its one-row kernel
 /// for each row on a group in turn (the group's weights stay in cache for the

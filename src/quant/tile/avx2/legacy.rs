@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{groups_of_run, Blocks, Source, PREPARED_BLOCK as PB};
+use super::super::common::{groups_of_run, rows_at, Blocks, Source, PREPARED_BLOCK as PB};
 use super::lanes::{bcast, fifth_bit, load_acc, store_acc, Repacked, Rows, MR};
 
 /// Blocks per packed chunk.
@@ -291,8 +291,7 @@ unsafe fn few<const MODE: u8, const N: usize>(
     stride: usize,
     m: usize,
 ) {
-    let a: [*const u8; N] = std::array::from_fn(|j| a[j].as_ptr());
-    let o: [*mut f32; N] = std::array::from_fn(|j| o.wrapping_add(j * stride));
+    let (a, o) = rows_at::<N>(a, o, stride);
     let mut acc = [_mm256_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
         let mut mins = [_mm256_setzero_ps(); N];

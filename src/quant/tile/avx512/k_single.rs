@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::common::{groups_of_run, prefetch_ahead, Q6_BYTES, ROWS_APART};
+use super::super::common::{groups_of_run, prefetch_ahead, rows_at, Q6_BYTES, ROWS_APART};
 use super::k::{decode_head, finish_k4, q4_k_tiled_packed, q5_k_tiled_packed, q6_k_tiled_packed, HeadK, QB};
 use super::lanes::{bcast, lanes_mask, MR};
 
@@ -146,7 +146,8 @@ single_k4_kernel!(
 );
 
 /// [`single_k4_packed`], by `vgf2p8affineqb` where the CPU has GFNI (a
-/// quarter fewer instructions per Q5_K super-block).
+/// quarter fewer instructions per Q5_K super-block), on the first `N`
+/// activation rows of `a`, their outputs at `o + j · stride`.
 ///
 /// # Safety
 /// As for [`single_k4_packed`].
@@ -155,10 +156,12 @@ single_k4_kernel!(
 unsafe fn single_k4<const FIVE: bool, const N: usize>(
     nb: usize,
     p: *const u8,
-    a: [*const u8; N],
-    o: [*mut f32; N],
+    a: &[&[u8]],
+    o: *mut f32,
+    stride: usize,
     mask: __mmask16,
 ) {
+    let (a, o) = rows_at::<N>(a, o, stride);
     if std::arch::is_x86_feature_detected!("gfni") {
         single_k4_packed_gfni::<FIVE, N>(nb, p, a, o, mask)
     } else {
@@ -166,7 +169,7 @@ unsafe fn single_k4<const FIVE: bool, const N: usize>(
     }
 }
 
-/// One or two activation rows against a run of groups of Q4_K (`FIVE`:
+/// One or two activation rows against a run of groups of Q4_K (`five`:
 /// Q5_K) weight rows repacked by `TileKernel::pack_group`, by [`single_k4`];
 /// false (nothing done) for more rows, which the tile takes.
 ///
@@ -177,23 +180,20 @@ unsafe fn single_k4<const FIVE: bool, const N: usize>(
 unsafe fn k4(nb: usize, five: bool, group: &[u8], rows: usize, a: &[&[u8]], out: &mut [f32], stride: usize) -> bool {
     let wb = if five { 176 } else { 144 };
     for (at, first, n) in groups_of_run(nb * wb * MR, MR, rows) {
-        let (p, o) = (group[at..].as_ptr(), out[first..].as_mut_ptr());
-        match (a, five) {
-            ([a], false) => single_k4::<false, 1>(nb, p, [a.as_ptr()], [o], lanes_mask(n)),
-            ([a], true) => single_k4::<true, 1>(nb, p, [a.as_ptr()], [o], lanes_mask(n)),
-            ([a0, a1], false) => {
-                single_k4::<false, 2>(nb, p, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], lanes_mask(n))
-            }
-            ([a0, a1], true) => {
-                single_k4::<true, 2>(nb, p, [a0.as_ptr(), a1.as_ptr()], [o, o.add(stride)], lanes_mask(n))
-            }
+        let (p, o, mask) = (group[at..].as_ptr(), out[first..].as_mut_ptr(), lanes_mask(n));
+        match (a.len(), five) {
+            (1, false) => single_k4::<false, 1>(nb, p, a, o, stride, mask),
+            (1, true) => single_k4::<true, 1>(nb, p, a, o, stride, mask),
+            (2, false) => single_k4::<false, 2>(nb, p, a, o, stride, mask),
+            (2, true) => single_k4::<true, 2>(nb, p, a, o, stride, mask),
             _ => return false,
         }
     }
     true
 }
 
-/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one or two activation rows by [`k4`], more by the tile.
+/// A run of groups of Q4_K weight rows repacked by `TileKernel::pack_group`: one
+/// or two activation rows by [`k4`], more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.
@@ -204,7 +204,8 @@ pub(crate) unsafe fn q4_k_packed(nb: usize, group: &[u8], rows: usize, a: &[&[u8
     }
 }
 
-/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one or two activation rows by [`k4`], more by the tile.
+/// A run of groups of Q5_K weight rows repacked by `TileKernel::pack_group`: one
+/// or two activation rows by [`k4`], more by the tile.
 ///
 /// # Safety
 /// The contract of `super::super::common::RawPacked`, at this level.

@@ -23,7 +23,7 @@
 use std::arch::x86_64::*;
 
 use super::super::super::iq_grids::KVALUES_IQ4NL;
-use super::super::common::{groups_of_run, Blocks, Source, PREPARED_BLOCK as PB};
+use super::super::common::{groups_of_run, rows_at, Blocks, Source, PREPARED_BLOCK as PB};
 use super::lanes::{bcast, lanes_mask, Repacked, Rows, MR};
 
 /// Blocks per packed chunk (32 × 576 bytes of stack, in L1).
@@ -325,8 +325,7 @@ unsafe fn few<const N: usize, P: Dot>(
     stride: usize,
     mask: __mmask16,
 ) {
-    let a: [*const u8; N] = std::array::from_fn(|j| a[j].as_ptr());
-    let o: [*mut f32; N] = std::array::from_fn(|j| o.wrapping_add(j * stride));
+    let (a, o) = rows_at::<N>(a, o, stride);
     let mut sum = [_mm512_setzero_ps(); N];
     for b0 in (0..nb).step_by(KC) {
         let mut acc = [P::start(_mm512_setzero_ps()); N];
